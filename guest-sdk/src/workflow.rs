@@ -1,0 +1,114 @@
+//! The workflow side of the SDK: the `Workflow` trait, episode types and defaults.
+
+pub use crate::bindings::workflow::rollbox::workflow::{
+    engine, log, rewards, tensor, tokenizer, tools, types,
+};
+pub use types::{Error, GenConfig, ModelRequest, ModelResponse, RewardInput, StopReason};
+
+use crate::bindings::workflow::rollbox::workflow::episode::{EpisodeInput, EpisodeOutput};
+
+/// One episode as a workflow sees it.
+#[derive(Debug, Clone)]
+pub struct Episode {
+    /// Unique id, e.g. `r12-s3`.
+    pub id: String,
+    /// The dataset row (AReaL's `data`).
+    pub data: serde_json::Value,
+    /// The workflow's configuration object.
+    pub config: serde_json::Value,
+    /// Index in the GRPO group.
+    pub sample_index: u32,
+    /// Seed for the workflow's own randomness.
+    pub seed: u64,
+}
+
+/// What an accepted episode returns: the tensor dict and a metadata object.
+#[derive(Debug)]
+pub struct Output {
+    /// `(name, tensor)` pairs, e.g. `input_ids`, `loss_mask`, ...
+    pub tensors: Vec<(String, tensor::Tensor)>,
+    /// Free-form metadata recorded with the trajectory.
+    pub metadata: serde_json::Value,
+}
+
+impl Output {
+    /// Tensors with empty metadata.
+    pub fn new(tensors: Vec<(String, tensor::Tensor)>) -> Self {
+        Output {
+            tensors,
+            metadata: serde_json::json!({}),
+        }
+    }
+}
+
+/// A rollout workflow (AReaL's `RolloutWorkflow.arun_episode`).
+pub trait Workflow {
+    /// Turn one row into trajectories: `Ok(Some(..))` accepts, `Ok(None)` rejects,
+    /// `Err(..)` fails the episode (counted, logged, never fatal to the host).
+    fn run_episode(episode: Episode) -> Result<Option<Output>, String>;
+}
+
+#[doc(hidden)]
+pub fn __run_workflow<W: Workflow>(input: EpisodeInput) -> Result<Option<EpisodeOutput>, String> {
+    let parse = |what: &str, s: &str| -> Result<serde_json::Value, String> {
+        if s.trim().is_empty() {
+            return Ok(serde_json::json!({}));
+        }
+        serde_json::from_str(s).map_err(|e| format!("episode {what} is not valid JSON: {e}"))
+    };
+    let episode = Episode {
+        data: parse("data", &input.data)?,
+        config: parse("config", &input.config)?,
+        id: input.episode_id,
+        sample_index: input.sample_index,
+        seed: input.seed,
+    };
+    Ok(W::run_episode(episode)?.map(|o| EpisodeOutput {
+        tensors: o.tensors,
+        metadata: o.metadata.to_string(),
+    }))
+}
+
+/// Export a [`Workflow`] implementation as the component's `run-episode`.
+#[macro_export]
+macro_rules! export_workflow {
+    ($ty:ty) => {
+        const _: () = {
+            struct __RollboxWorkflowExport;
+            impl $crate::bindings::workflow::Guest for __RollboxWorkflowExport {
+                fn run_episode(
+                    input: $crate::bindings::workflow::rollbox::workflow::episode::EpisodeInput,
+                ) -> ::core::result::Result<
+                    ::core::option::Option<$crate::bindings::workflow::rollbox::workflow::episode::EpisodeOutput>,
+                    ::std::string::String,
+                > {
+                    $crate::__run_workflow::<$ty>(input)
+                }
+            }
+            $crate::bindings::workflow::__export_workflow_world!(__RollboxWorkflowExport with_types_in $crate::bindings::workflow);
+        };
+    };
+}
+
+impl Default for GenConfig {
+    /// AReaL's `GenerationHyperparameters` defaults.
+    fn default() -> Self {
+        GenConfig {
+            n_samples: 1,
+            max_new_tokens: 16384,
+            min_new_tokens: 0,
+            max_tokens: 32768,
+            greedy: false,
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 100_000_000,
+            stop_token_ids: Vec::new(),
+            stop: Vec::new(),
+            ignore_eos: false,
+            skip_special_tokens: true,
+            frequency_penalty: 0.0,
+            seed: None,
+            exclude_default_stop_ids: false,
+        }
+    }
+}

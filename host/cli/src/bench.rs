@@ -1,0 +1,222 @@
+//! `rollbox bench`: programs that print figures (never timed assertions).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use clap::Subcommand;
+use rollbox_engines::{
+    EngineError, GenerateRequest, GenerateResponse, InferenceBackend, StopReason,
+};
+use rollbox_runtime::{EpisodeOutcome, EpisodeRequest, Limits, Runtime, RuntimeConfig, Services};
+
+/// Available benchmarks.
+#[derive(Subcommand)]
+pub enum Bench {
+    /// Instantiate + call a trivial workflow (p50/p99), and host RSS per idle in-flight instance.
+    Sandbox {
+        /// Timed episodes.
+        #[arg(long, default_value_t = 10_000)]
+        iterations: usize,
+        /// Episodes held in flight (blocked in generate) for the RSS figure.
+        #[arg(long, default_value_t = 500)]
+        idle: usize,
+        /// The trivial workflow (returns nothing at once).
+        #[arg(
+            long,
+            default_value = "target/wasm-guests/wasm32-wasip2/guest/trivial.wasm"
+        )]
+        trivial: PathBuf,
+        /// A workflow that calls generate once (held in flight for the RSS figure).
+        #[arg(
+            long,
+            default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_workflow_echo.wasm"
+        )]
+        echo: PathBuf,
+    },
+}
+
+pub async fn run(which: Bench) -> anyhow::Result<()> {
+    match which {
+        Bench::Sandbox {
+            iterations,
+            idle,
+            trivial,
+            echo,
+        } => sandbox(iterations, idle, &trivial, &echo).await,
+    }
+}
+
+fn require(path: &Path) -> anyhow::Result<()> {
+    if !path.is_file() {
+        bail!(
+            "{} not found; build the benchmark components first:\n  cargo build --target wasm32-wasip2 --profile guest --target-dir target/wasm-guests -p rollbox-test-programs -p rollbox-workflow-echo",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn sandbox(
+    iterations: usize,
+    idle: usize,
+    trivial: &Path,
+    echo: &Path,
+) -> anyhow::Result<()> {
+    require(trivial)?;
+    require(echo)?;
+    let gate = Arc::new(GateBackend {
+        open: tokio::sync::Semaphore::new(0),
+        waiting: AtomicUsize::new(0),
+    });
+    let runtime = Arc::new(Runtime::new(
+        RuntimeConfig::default(),
+        Services::new().with_backend(gate.clone()),
+    )?);
+    let limits = Arc::new(Limits::default());
+    let trivial_c = runtime.load_workflow(trivial)?;
+    let echo_c = runtime.load_workflow(echo)?;
+    println!(
+        "sandbox bench: wasmtime 48, pooling allocator {}, epoch tick {:?}",
+        if runtime.is_pooled() {
+            "on"
+        } else {
+            "off (fallback)"
+        },
+        rollbox_runtime::EPOCH_TICK
+    );
+
+    // Latency: new store + deny-all WASI + instantiate + run-episode + drop, one at a time.
+    let data = serde_json::json!({});
+    for _ in 0..200 {
+        runtime
+            .run_episode(
+                &trivial_c,
+                EpisodeRequest::new("warm", data.clone()),
+                limits.clone(),
+            )
+            .await;
+    }
+    let mut times = Vec::with_capacity(iterations);
+    let start = Instant::now();
+    for i in 0..iterations {
+        let t = Instant::now();
+        let r = runtime
+            .run_episode(
+                &trivial_c,
+                EpisodeRequest::new(format!("b{i}"), data.clone()),
+                limits.clone(),
+            )
+            .await;
+        times.push(t.elapsed());
+        if !matches!(r.outcome, EpisodeOutcome::Rejected) {
+            bail!(
+                "the trivial workflow should reject; got {}",
+                r.outcome.kind()
+            );
+        }
+    }
+    let total = start.elapsed();
+    times.sort_unstable();
+    println!(
+        "instantiate+call trivial workflow: n={iterations} p50={:.1} µs p99={:.1} µs mean={:.1} µs ({:.0} episodes/s on one task)",
+        percentile(&times, 0.5).as_secs_f64() * 1e6,
+        percentile(&times, 0.99).as_secs_f64() * 1e6,
+        total.as_secs_f64() * 1e6 / iterations as f64,
+        iterations as f64 / total.as_secs_f64()
+    );
+
+    // Memory: `idle` episodes parked inside a generate call.
+    let before = rss_bytes().context("reading /proc/self/statm")?;
+    let mut tasks = Vec::with_capacity(idle);
+    for i in 0..idle {
+        let rt = runtime.clone();
+        let c = echo_c.clone();
+        let l = limits.clone();
+        tasks.push(tokio::spawn(async move {
+            rt.run_episode(
+                &c,
+                EpisodeRequest::new(
+                    format!("idle{i}"),
+                    serde_json::json!({"input_ids": [1, 2, 3]}),
+                ),
+                l,
+            )
+            .await
+        }));
+    }
+    let wait_start = Instant::now();
+    while gate.waiting.load(Ordering::Acquire) < idle {
+        if wait_start.elapsed() > Duration::from_secs(60) {
+            bail!(
+                "only {} of {idle} episodes reached generate",
+                gate.waiting.load(Ordering::Acquire)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let during = rss_bytes().context("reading /proc/self/statm")?;
+    gate.open.add_permits(idle);
+    let mut accepted = 0;
+    for t in tasks {
+        if matches!(t.await?.outcome, EpisodeOutcome::Accepted(_)) {
+            accepted += 1;
+        }
+    }
+    println!(
+        "idle in-flight instances: n={idle} host RSS {:.1} MiB -> {:.1} MiB, {:.1} KiB per instance ({accepted} accepted after release)",
+        before as f64 / 1048576.0,
+        during as f64 / 1048576.0,
+        (during.saturating_sub(before)) as f64 / 1024.0 / idle as f64
+    );
+    Ok(())
+}
+
+/// A backend whose requests wait until the bench opens the gate.
+struct GateBackend {
+    open: tokio::sync::Semaphore,
+    waiting: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl InferenceBackend for GateBackend {
+    fn name(&self) -> &'static str {
+        "gate"
+    }
+
+    async fn generate(&self, request: GenerateRequest) -> Result<GenerateResponse, EngineError> {
+        {
+            self.waiting.fetch_add(1, Ordering::AcqRel);
+            let permit = self
+                .open
+                .acquire()
+                .await
+                .map_err(|e| EngineError::Unavailable {
+                    backend: "gate",
+                    message: e.to_string(),
+                })?;
+            permit.forget();
+            let n = request.sampling.max_new_tokens.min(4) as usize;
+            Ok(GenerateResponse {
+                output_tokens: vec![7; n],
+                output_logprobs: vec![-0.5; n],
+                output_versions: None,
+                stop_reason: StopReason::Length,
+                ttft: None,
+            })
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! `--max-*` flags: every sandbox limit, overridable from the command line.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use rollbox_runtime::Limits;
+
+/// Sandbox limits for workflow episodes. Defaults are `Limits::default()`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct LimitArgs {
+    /// Linear memory per instance (e.g. 512MiB, 1GiB). Default 512MiB.
+    #[arg(long, value_name = "SIZE")]
+    pub max_memory: Option<String>,
+    /// Wall-clock time per episode (e.g. 600s, 1.5s, 250ms). Default 600s.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Fuel (≈ wasm instructions) per episode; enables fuel metering. Default: unmetered.
+    #[arg(long)]
+    pub fuel: Option<u64>,
+    /// Bytes a guest may move into the host in one call. Default 64MiB.
+    #[arg(long, value_name = "SIZE")]
+    pub max_boundary_bytes: Option<String>,
+    /// Live tensor handles per episode. Default 10000.
+    #[arg(long)]
+    pub max_handles: Option<usize>,
+    /// Bytes of tensors an episode may create. Default 1GiB.
+    #[arg(long, value_name = "SIZE")]
+    pub max_tensor_bytes: Option<String>,
+    /// Generate requests per episode. Default 1024.
+    #[arg(long)]
+    pub max_generate_calls: Option<u32>,
+    /// Generated tokens per episode. Default 1048576.
+    #[arg(long)]
+    pub max_episode_tokens: Option<u64>,
+    /// Captured stdout and stderr bytes each per episode. Default 64KiB.
+    #[arg(long, value_name = "SIZE")]
+    pub max_output_bytes: Option<String>,
+}
+
+impl LimitArgs {
+    /// The defaults with every given flag applied.
+    pub fn to_limits(&self) -> anyhow::Result<Limits> {
+        let mut l = Limits::default();
+        if let Some(s) = &self.max_memory {
+            l.max_memory_bytes = parse_size(s).context("--max-memory")? as u64;
+        }
+        if let Some(s) = &self.timeout {
+            l.timeout = parse_duration(s).context("--timeout")?;
+        }
+        l.fuel = self.fuel.or(l.fuel);
+        if let Some(s) = &self.max_boundary_bytes {
+            l.max_boundary_bytes = parse_size(s).context("--max-boundary-bytes")?;
+        }
+        l.max_handles = self.max_handles.unwrap_or(l.max_handles);
+        if let Some(s) = &self.max_tensor_bytes {
+            l.max_tensor_bytes = parse_size(s).context("--max-tensor-bytes")?;
+        }
+        l.max_generate_calls = self.max_generate_calls.unwrap_or(l.max_generate_calls);
+        l.max_generated_tokens = self.max_episode_tokens.unwrap_or(l.max_generated_tokens);
+        if let Some(s) = &self.max_output_bytes {
+            let n = parse_size(s).context("--max-output-bytes")?;
+            l.max_stdout_bytes = n;
+            l.max_stderr_bytes = n;
+        }
+        l.validate().map_err(anyhow::Error::msg)?;
+        Ok(l)
+    }
+}
+
+/// `123`, `64KiB`, `512MiB`, `1GiB` (also `KB`/`MB`/`GB` as powers of 1000).
+pub fn parse_size(s: &str) -> anyhow::Result<usize> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num
+        .parse()
+        .with_context(|| format!("`{s}` is not a size like 512MiB"))?;
+    let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "kb" => 1000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        other => bail!("unknown size unit `{other}` in `{s}`; use B, KiB, MiB or GiB"),
+    };
+    n.checked_mul(mult)
+        .with_context(|| format!("`{s}` is too large"))
+}
+
+/// `600s`, `1.5s`, `250ms`, `2m`, or plain seconds.
+pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .with_context(|| format!("`{s}` is not a duration like 30s or 250ms"))?;
+    if !v.is_finite() || v <= 0.0 {
+        bail!("`{s}` must be a positive duration");
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_parse() {
+        assert_eq!(parse_size("512MiB").expect("size"), 512 << 20);
+        assert_eq!(parse_size("4096").expect("size"), 4096);
+        assert_eq!(parse_size("1 GiB").expect("size"), 1 << 30);
+        assert!(parse_size("12 parsecs").is_err());
+        assert_eq!(
+            parse_duration("250ms").expect("d"),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            parse_duration("1.5s").expect("d"),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(parse_duration("2m").expect("d"), Duration::from_secs(120));
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn flags_override_defaults_and_are_validated() {
+        let args = LimitArgs {
+            max_memory: Some("64MiB".into()),
+            timeout: Some("2s".into()),
+            max_generate_calls: Some(3),
+            ..LimitArgs::default()
+        };
+        let l = args.to_limits().expect("valid");
+        assert_eq!(l.max_memory_bytes, 64 << 20);
+        assert_eq!(l.timeout, Duration::from_secs(2));
+        assert_eq!(l.max_generate_calls, 3);
+        let bad = LimitArgs {
+            max_memory: Some("8GiB".into()),
+            ..LimitArgs::default()
+        };
+        assert!(bad.to_limits().is_err());
+    }
+}

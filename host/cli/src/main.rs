@@ -1,0 +1,223 @@
+//! The `rollbox` command line: inspect components, run one episode, benchmark the sandbox.
+
+mod bench;
+mod limits;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+use rollbox_engines::InferenceBackend;
+use rollbox_engines::replay::ReplayBackend;
+use rollbox_runtime::{EpisodeOutcome, EpisodeRequest, Runtime, RuntimeConfig, Services};
+
+/// Run reinforcement-learning rollout workflows as sandboxed WebAssembly components.
+#[derive(Parser)]
+#[command(name = "rollbox", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the world a component targets, its imports and exports, size and sha256.
+    Inspect {
+        /// The component file (.wasm).
+        path: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one episode of a workflow component and print the returned tensors or the error.
+    Run {
+        /// The workflow component file (.wasm).
+        workflow: PathBuf,
+        /// The dataset row, a JSON object.
+        #[arg(long, default_value = "{}")]
+        data: String,
+        /// The workflow's configuration, a JSON object.
+        #[arg(long, default_value = "{}")]
+        config: String,
+        /// Inference engine: `replay:FILE` (recorded responses). Without one, generate calls
+        /// return `unavailable`.
+        #[arg(long)]
+        engine: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        limits: Box<limits::LimitArgs>,
+    },
+    /// Benchmarks that print figures.
+    Bench {
+        #[command(subcommand)]
+        which: bench::Bench,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ROLLBOX_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        match cli.command {
+            Command::Inspect { path, json } => inspect(&path, json),
+            Command::Run {
+                workflow,
+                data,
+                config,
+                engine,
+                json,
+                limits,
+            } => run(&workflow, &data, &config, engine.as_deref(), json, &limits).await,
+            Command::Bench { which } => bench::run(which).await,
+        }
+    })
+}
+
+fn inspect(path: &Path, json: bool) -> anyhow::Result<()> {
+    let runtime = Runtime::new(RuntimeConfig::default(), Services::new())?;
+    let info = runtime.inspect(path)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+        return Ok(());
+    }
+    println!("file     {}", info.path.display());
+    println!("sha256   {}", info.sha256);
+    println!("size     {} bytes", info.size_bytes);
+    match info.world {
+        Some(w) => println!("world    rollbox:workflow/{w}@0.1.0"),
+        None => println!("world    none of rollbox's (exports no run-episode, score or call)"),
+    }
+    println!("imports  ({})", info.imports.len());
+    for i in &info.imports {
+        println!("  {i}");
+    }
+    println!("exports  ({})", info.exports.len());
+    for e in &info.exports {
+        println!("  {e}");
+    }
+    Ok(())
+}
+
+/// Build the backend named by `--engine`.
+pub(crate) fn backend(spec: &str) -> anyhow::Result<Arc<dyn InferenceBackend>> {
+    let (kind, arg) = spec.split_once(':').unwrap_or((spec, ""));
+    match kind {
+        "replay" => {
+            if arg.is_empty() {
+                bail!("--engine replay needs a file: --engine replay:responses.jsonl");
+            }
+            Ok(Arc::new(ReplayBackend::from_file(Path::new(arg))?))
+        }
+        other => bail!("unknown engine `{other}`; available: replay:FILE"),
+    }
+}
+
+fn parse_object(what: &str, text: &str) -> anyhow::Result<serde_json::Value> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).with_context(|| format!("--{what} is not valid JSON"))?;
+    if !v.is_object() {
+        bail!("--{what} must be a JSON object, e.g. '{{\"input_ids\": [1, 2]}}'");
+    }
+    Ok(v)
+}
+
+async fn run(
+    workflow: &Path,
+    data: &str,
+    config: &str,
+    engine: Option<&str>,
+    json: bool,
+    limit_args: &limits::LimitArgs,
+) -> anyhow::Result<()> {
+    let limits = limit_args.to_limits()?;
+    let mut services = Services::new();
+    if let Some(spec) = engine {
+        services = services.with_backend(backend(spec)?);
+    }
+    let runtime = Runtime::new(
+        RuntimeConfig {
+            fuel: limits.fuel.is_some(),
+            ..RuntimeConfig::default()
+        },
+        services,
+    )?;
+    let component = runtime.load_workflow(workflow)?;
+    let mut request = EpisodeRequest::new("r0-s0", parse_object("data", data)?);
+    request.config = parse_object("config", config)?;
+    let report = runtime
+        .run_episode(&component, request, Arc::new(limits))
+        .await;
+    if json {
+        let tensors: Vec<serde_json::Value> = match &report.outcome {
+            EpisodeOutcome::Accepted(t) => t
+                .tensors
+                .iter()
+                .map(|(k, v)| serde_json::json!({"name": k, "dtype": v.dtype().name(), "shape": v.shape()}))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let out = serde_json::json!({
+            "summary": report.summary(),
+            "tensors": tensors,
+            "metadata": match &report.outcome { EpisodeOutcome::Accepted(t) => t.metadata.clone(), _ => serde_json::Value::Null },
+            "stats": report.stats,
+            "logs": report.logs,
+            "stdout": report.stdout,
+            "stderr": report.stderr,
+            "sha256": component.info().sha256,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!(
+            "episode  {} ({:.1} ms, {} generate calls, {} tokens)",
+            report.id,
+            report.wall.as_secs_f64() * 1e3,
+            report.generate_calls,
+            report.generated_tokens
+        );
+        match &report.outcome {
+            EpisodeOutcome::Accepted(t) => {
+                println!("accepted {} tensors", t.tensors.len());
+                for (name, tensor) in &t.tensors {
+                    println!(
+                        "  {name:<16} {:<5} {:?}",
+                        tensor.dtype().name(),
+                        tensor.shape()
+                    );
+                }
+                println!("metadata {}", t.metadata);
+            }
+            EpisodeOutcome::Rejected => println!("rejected (the workflow returned nothing)"),
+            EpisodeOutcome::Failed(f) => println!("failed   [{}] {f}", f.kind()),
+        }
+        for (k, v) in &report.stats {
+            println!("stat     {k} = {v}");
+        }
+        for l in &report.logs {
+            println!("log      [{}] {}", l.level, l.message);
+        }
+        if !report.stdout.is_empty() {
+            println!("stdout   {}", report.stdout.trim_end());
+        }
+        if !report.stderr.is_empty() {
+            println!("stderr   {}", report.stderr.trim_end());
+        }
+    }
+    if matches!(report.outcome, EpisodeOutcome::Failed(_)) {
+        std::process::exit(1);
+    }
+    Ok(())
+}

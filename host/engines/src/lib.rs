@@ -1,0 +1,78 @@
+//! Inference backends for rollbox behind one trait, [`InferenceBackend`].
+//!
+//! A backend turns one [`GenerateRequest`] (token ids in, sampling settings already resolved by
+//! the host's policy layer) into one [`GenerateResponse`] (token ids, one log-probability per
+//! token, stop reason). Policy — clamping `max_new_tokens`, adding eos/pad stop ids, per-episode
+//! quotas, version stamping — lives in the runtime's `engine` host-call module, not here.
+//!
+//! This crate deliberately has no wasmtime dependency. Backends:
+//!
+//! * [`replay::ReplayBackend`]: answers from a recorded JSONL file, for deterministic tests and
+//!   exact re-runs of an episode.
+//!
+//! ```
+//! use rollbox_engines::{replay::ReplayBackend, GenerateRequest, InferenceBackend};
+//! # tokio_test();
+//! # fn tokio_test() {
+//! let backend = ReplayBackend::from_jsonl_str(
+//!     r#"{"input_ids":[1,2],"output_tokens":[7,2],"output_logprobs":[-0.5,-0.1],"stop_reason":"stop"}"#,
+//! ).expect("valid replay file");
+//! let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+//! let resp = rt.block_on(backend.generate(GenerateRequest::new(vec![1, 2]))).expect("recorded");
+//! assert_eq!(resp.output_tokens, vec![7, 2]);
+//! # }
+//! ```
+
+pub mod replay;
+mod request;
+
+pub use request::{GenerateRequest, GenerateResponse, SamplingParams, StopReason};
+
+use async_trait::async_trait;
+
+/// Errors a backend reports. The runtime turns them into guest-visible `unavailable` or
+/// `invalid-argument` values.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The request cannot be served as given (e.g. nothing recorded for this prompt).
+    #[error("{backend}: {message}")]
+    InvalidRequest {
+        /// Backend name.
+        backend: &'static str,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// The backend could not produce an answer (server down, model failed).
+    #[error("{backend}: {message}")]
+    Unavailable {
+        /// Backend name.
+        backend: &'static str,
+        /// What failed.
+        message: String,
+    },
+    /// A configuration file could not be read or parsed.
+    #[error("{path}: {message}")]
+    Config {
+        /// The file.
+        path: String,
+        /// What is wrong, with the line number where it applies.
+        message: String,
+    },
+}
+
+/// One inference backend. Implementations must be cheap to call concurrently: the runtime
+/// calls `generate` from many episodes at once.
+#[async_trait]
+pub trait InferenceBackend: Send + Sync {
+    /// A short name for logs and errors (`replay`, `embedded`, `sglang`, `openai`).
+    fn name(&self) -> &'static str;
+
+    /// Generate one sample.
+    async fn generate(&self, request: GenerateRequest) -> Result<GenerateResponse, EngineError>;
+
+    /// The tokenizer's eos and pad ids as the backend knows them, used as default stop ids
+    /// when no host tokenizer is loaded. Default: none.
+    fn default_stop_ids(&self) -> Vec<u32> {
+        Vec::new()
+    }
+}

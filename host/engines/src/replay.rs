@@ -1,0 +1,190 @@
+//! The `replay` backend: answers from recorded request/response pairs.
+//!
+//! File format: JSON Lines, one object per recorded response:
+//! `{"input_ids": [..], "output_tokens": [..], "output_logprobs": [..], "stop_reason": "stop"}`
+//! (`output_versions` optional). A request is answered by the recordings whose `input_ids`
+//! equal its prompt; several recordings for one prompt are served in turn (cycling), so a GRPO
+//! group of n samples gets n different recorded answers. The answer is cut to the request's
+//! `max_new_tokens` (stop reason then `length`), as a real engine would.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use crate::{EngineError, GenerateRequest, GenerateResponse, InferenceBackend, StopReason};
+
+#[derive(Deserialize)]
+struct Record {
+    input_ids: Vec<u32>,
+    #[serde(flatten)]
+    response: GenerateResponse,
+}
+
+/// Serves recorded responses keyed by prompt token ids.
+pub struct ReplayBackend {
+    answers: HashMap<Vec<u32>, (Vec<GenerateResponse>, AtomicUsize)>,
+    served: Mutex<u64>,
+}
+
+impl ReplayBackend {
+    /// Read a replay file.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, EngineError> {
+        let text = std::fs::read_to_string(path).map_err(|e| EngineError::Config {
+            path: path.display().to_string(),
+            message: format!("cannot read replay file: {e}"),
+        })?;
+        Self::from_jsonl_str(&text).map_err(|e| match e {
+            EngineError::Config { message, .. } => EngineError::Config {
+                path: path.display().to_string(),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Parse replay records from JSON Lines text (blank lines ignored).
+    pub fn from_jsonl_str(text: &str) -> Result<Self, EngineError> {
+        let mut answers: HashMap<Vec<u32>, (Vec<GenerateResponse>, AtomicUsize)> = HashMap::new();
+        for (index, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let record: Record = serde_json::from_str(line).map_err(|e| EngineError::Config {
+                path: "<replay>".into(),
+                message: format!("line {}: {e}", index + 1),
+            })?;
+            let r = &record.response;
+            if r.output_logprobs.len() != r.output_tokens.len() {
+                return Err(EngineError::Config {
+                    path: "<replay>".into(),
+                    message: format!(
+                        "line {}: {} output_tokens but {} output_logprobs; record one log-probability per token",
+                        index + 1,
+                        r.output_tokens.len(),
+                        r.output_logprobs.len()
+                    ),
+                });
+            }
+            answers
+                .entry(record.input_ids)
+                .or_insert_with(|| (Vec::new(), AtomicUsize::new(0)))
+                .0
+                .push(record.response);
+        }
+        Ok(ReplayBackend {
+            answers,
+            served: Mutex::new(0),
+        })
+    }
+
+    /// Number of distinct prompts recorded.
+    pub fn prompts(&self) -> usize {
+        self.answers.len()
+    }
+
+    /// Number of requests served so far.
+    pub fn served(&self) -> u64 {
+        self.served.lock().map(|n| *n).unwrap_or(0)
+    }
+}
+
+#[async_trait]
+impl InferenceBackend for ReplayBackend {
+    fn name(&self) -> &'static str {
+        "replay"
+    }
+
+    async fn generate(&self, request: GenerateRequest) -> Result<GenerateResponse, EngineError> {
+        let Some((responses, next)) = self.answers.get(&request.input_ids) else {
+            let head: Vec<u32> = request.input_ids.iter().take(8).copied().collect();
+            return Err(EngineError::InvalidRequest {
+                backend: "replay",
+                message: format!(
+                    "no recorded response for a prompt of {} tokens starting {head:?}; record one with --record on a live engine",
+                    request.input_ids.len()
+                ),
+            });
+        };
+        let index = next.fetch_add(1, Ordering::Relaxed) % responses.len();
+        let mut response = responses[index].clone();
+        let max = request.sampling.max_new_tokens as usize;
+        if response.output_tokens.len() > max {
+            response.output_tokens.truncate(max);
+            response.output_logprobs.truncate(max);
+            if let Some(v) = response.output_versions.as_mut() {
+                v.truncate(max);
+            }
+            response.stop_reason = StopReason::Length;
+        }
+        if let Ok(mut n) = self.served.lock() {
+            *n += 1;
+        }
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
+    const TWO: &str = concat!(
+        r#"{"input_ids":[5],"output_tokens":[1,2,3],"output_logprobs":[-1,-2,-3],"stop_reason":"stop"}"#,
+        "\n\n",
+        r#"{"input_ids":[5],"output_tokens":[9],"output_logprobs":[-0.5],"stop_reason":"length"}"#,
+    );
+
+    #[test]
+    fn cycles_through_recordings_of_one_prompt() {
+        let b = ReplayBackend::from_jsonl_str(TWO).expect("parse");
+        assert_eq!(b.prompts(), 1);
+        let a = block_on(b.generate(GenerateRequest::new(vec![5]))).expect("first");
+        let c = block_on(b.generate(GenerateRequest::new(vec![5]))).expect("second");
+        let d = block_on(b.generate(GenerateRequest::new(vec![5]))).expect("third");
+        assert_eq!(a.output_tokens, vec![1, 2, 3]);
+        assert_eq!(c.output_tokens, vec![9]);
+        assert_eq!(c.stop_reason, StopReason::Length);
+        assert_eq!(d.output_tokens, vec![1, 2, 3]);
+        assert_eq!(b.served(), 3);
+    }
+
+    #[test]
+    fn truncates_to_max_new_tokens_with_length() {
+        let b = ReplayBackend::from_jsonl_str(TWO).expect("parse");
+        let mut req = GenerateRequest::new(vec![5]);
+        req.sampling.max_new_tokens = 2;
+        let r = block_on(b.generate(req)).expect("answer");
+        assert_eq!(r.output_tokens, vec![1, 2]);
+        assert_eq!(r.output_logprobs, vec![-1.0, -2.0]);
+        assert_eq!(r.stop_reason, StopReason::Length);
+    }
+
+    #[test]
+    fn unknown_prompt_and_bad_lines_are_named() {
+        let b = ReplayBackend::from_jsonl_str(TWO).expect("parse");
+        let err = block_on(b.generate(GenerateRequest::new(vec![6]))).expect_err("unknown");
+        assert!(err.to_string().contains("no recorded response"), "{err}");
+        let err = ReplayBackend::from_jsonl_str("{}\n{")
+            .err()
+            .expect("bad line");
+        assert!(err.to_string().contains("line 1"), "{err}");
+        let err = ReplayBackend::from_jsonl_str(
+            r#"{"input_ids":[1],"output_tokens":[1,2],"output_logprobs":[0]}"#,
+        )
+        .err()
+        .expect("mismatch");
+        assert!(
+            err.to_string().contains("one log-probability per token"),
+            "{err}"
+        );
+    }
+}

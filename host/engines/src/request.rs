@@ -1,0 +1,121 @@
+//! Request and response types shared by every backend.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// A stop token or stop string was produced.
+    #[default]
+    Stop,
+    /// The token budget was reached.
+    Length,
+    /// A tool call was parsed.
+    #[serde(alias = "tool-calls")]
+    ToolCalls,
+    /// The server aborted the request.
+    Abort,
+}
+
+impl StopReason {
+    /// The name AReaL uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Stop => "stop",
+            StopReason::Length => "length",
+            StopReason::ToolCalls => "tool_calls",
+            StopReason::Abort => "abort",
+        }
+    }
+}
+
+/// Sampling settings after the host's policy has been applied (clamped, stop ids resolved).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SamplingParams {
+    /// Tokens to generate at most (already clamped by the host).
+    pub max_new_tokens: u32,
+    /// Tokens to generate before a stop is honoured.
+    pub min_new_tokens: u32,
+    /// Argmax decoding.
+    pub greedy: bool,
+    /// Softmax temperature.
+    pub temperature: f32,
+    /// Nucleus threshold.
+    pub top_p: f32,
+    /// Top-k cut-off.
+    pub top_k: u32,
+    /// Token ids that end generation (eos/pad included unless the guest opted out).
+    pub stop_token_ids: Vec<u32>,
+    /// Strings that end generation.
+    pub stop: Vec<String>,
+    /// Keep generating past eos.
+    pub ignore_eos: bool,
+    /// Frequency penalty.
+    pub frequency_penalty: f32,
+    /// Sampling seed.
+    pub seed: Option<u64>,
+}
+
+impl Default for SamplingParams {
+    /// AReaL's `GenerationHyperparameters` defaults.
+    fn default() -> Self {
+        SamplingParams {
+            max_new_tokens: 16384,
+            min_new_tokens: 0,
+            greedy: false,
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 100_000_000,
+            stop_token_ids: Vec::new(),
+            stop: Vec::new(),
+            ignore_eos: false,
+            frequency_penalty: 0.0,
+            seed: None,
+        }
+    }
+}
+
+/// One request: one sample for one prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenerateRequest {
+    /// Request id (routing key for KV-cache reuse).
+    pub rid: String,
+    /// Prompt token ids.
+    pub input_ids: Vec<u32>,
+    /// Sampling settings.
+    pub sampling: SamplingParams,
+    /// Base64 images for vision models.
+    pub image_data: Vec<String>,
+}
+
+impl GenerateRequest {
+    /// A request with default sampling settings.
+    pub fn new(input_ids: Vec<u32>) -> Self {
+        GenerateRequest {
+            rid: String::new(),
+            input_ids,
+            sampling: SamplingParams::default(),
+            image_data: Vec::new(),
+        }
+    }
+}
+
+/// One response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenerateResponse {
+    /// Generated token ids, stop token included.
+    pub output_tokens: Vec<u32>,
+    /// One log-probability per output token.
+    pub output_logprobs: Vec<f32>,
+    /// One policy version per output token, when the backend tracks them (SGLang resume after
+    /// abort); `None` lets the host stamp its current version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_versions: Option<Vec<i32>>,
+    /// Why generation ended.
+    #[serde(default)]
+    pub stop_reason: StopReason,
+    /// Seconds to the first token, when the backend measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft: Option<f64>,
+}

@@ -1,0 +1,364 @@
+//! Loading components by path: read, hash, check the world they target, compile (cached) and
+//! pre-instantiate. A component for the wrong world, a core module, or an import rollbox does
+//! not provide fails here, at load time, with a message naming what is missing or extra.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+
+use crate::bindings;
+use crate::runtime::Runtime;
+use crate::state::StoreState;
+
+/// Size of a component file accepted for loading. Guards compile time and memory against
+/// a huge file; Python components are ~20 MiB.
+pub const MAX_COMPONENT_FILE_BYTES: u64 = 256 << 20;
+
+/// The rollbox worlds a component can target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorldKind {
+    /// Exports `run-episode`; imports any rollbox interface.
+    Workflow,
+    /// Exports `score`; imports `log` only.
+    Reward,
+    /// Exports `call`; imports `log` only.
+    Tool,
+}
+
+impl WorldKind {
+    /// The export that identifies the world.
+    pub fn export_name(self) -> &'static str {
+        match self {
+            WorldKind::Workflow => "run-episode",
+            WorldKind::Reward => "score",
+            WorldKind::Tool => "call",
+        }
+    }
+
+    /// How to load a component of this world from the CLI.
+    fn cli_hint(self) -> &'static str {
+        match self {
+            WorldKind::Workflow => "pass it as the workflow",
+            WorldKind::Reward => "load it with --reward NAME=PATH",
+            WorldKind::Tool => "load it with --tool NAME=PATH",
+        }
+    }
+
+    /// rollbox interfaces a component of this world may import.
+    fn allowed_interfaces(self) -> &'static [&'static str] {
+        match self {
+            WorldKind::Workflow => &[
+                "types",
+                "engine",
+                "tokenizer",
+                "rewards",
+                "tensor",
+                "tools",
+                "log",
+                "episode",
+            ],
+            WorldKind::Reward | WorldKind::Tool => &["types", "log"],
+        }
+    }
+}
+
+impl fmt::Display for WorldKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WorldKind::Workflow => "workflow",
+            WorldKind::Reward => "reward",
+            WorldKind::Tool => "tool",
+        })
+    }
+}
+
+/// What `rollbox inspect` prints and every trajectory records about its component.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ComponentInfo {
+    /// The file it was loaded from.
+    pub path: PathBuf,
+    /// sha256 of the file, hex.
+    pub sha256: String,
+    /// File size, bytes.
+    pub size_bytes: u64,
+    /// The world it targets, when its exports identify one.
+    pub world: Option<WorldKind>,
+    /// Import names (instances and functions).
+    pub imports: Vec<String>,
+    /// Export names.
+    pub exports: Vec<String>,
+}
+
+/// A compiled, type-checked workflow component, ready to instantiate per episode.
+#[derive(Clone)]
+pub struct WorkflowComponent {
+    pub(crate) info: ComponentInfo,
+    pub(crate) pre: bindings::workflow::WorkflowPre<StoreState>,
+}
+
+impl WorkflowComponent {
+    /// Where it came from, its hash, imports and exports.
+    pub fn info(&self) -> &ComponentInfo {
+        &self.info
+    }
+}
+
+/// A compiled, type-checked reward component.
+#[derive(Clone)]
+pub struct RewardComponent {
+    pub(crate) info: ComponentInfo,
+    pub(crate) pre: bindings::reward::RewardPre<StoreState>,
+}
+
+impl RewardComponent {
+    /// Where it came from, its hash, imports and exports.
+    pub fn info(&self) -> &ComponentInfo {
+        &self.info
+    }
+}
+
+/// A compiled, type-checked tool component.
+#[derive(Clone)]
+pub struct ToolComponent {
+    pub(crate) info: ComponentInfo,
+    pub(crate) pre: bindings::tool::ToolPre<StoreState>,
+}
+
+impl ToolComponent {
+    /// Where it came from, its hash, imports and exports.
+    pub fn info(&self) -> &ComponentInfo {
+        &self.info
+    }
+}
+
+impl Runtime {
+    /// Read and compile a component and describe it, whatever world it targets.
+    pub fn inspect(&self, path: &Path) -> anyhow::Result<ComponentInfo> {
+        Ok(self.compile(path)?.0)
+    }
+
+    /// Load a workflow component by path.
+    pub fn load_workflow(&self, path: &Path) -> anyhow::Result<WorkflowComponent> {
+        let (info, component) = self.compile(path)?;
+        check_world(&info, WorldKind::Workflow)?;
+        let pre = self
+            .workflow_linker
+            .instantiate_pre(&component)
+            .map_err(|e| link_error(&info, e))?;
+        let pre = bindings::workflow::WorkflowPre::new(pre).map_err(|e| link_error(&info, e))?;
+        Ok(WorkflowComponent { info, pre })
+    }
+
+    /// Load a reward component by path.
+    pub fn load_reward(&self, path: &Path) -> anyhow::Result<RewardComponent> {
+        let (info, component) = self.compile(path)?;
+        check_world(&info, WorldKind::Reward)?;
+        let pre = self
+            .reward_linker
+            .instantiate_pre(&component)
+            .map_err(|e| link_error(&info, e))?;
+        let pre = bindings::reward::RewardPre::new(pre).map_err(|e| link_error(&info, e))?;
+        Ok(RewardComponent { info, pre })
+    }
+
+    /// Load a tool component by path.
+    pub fn load_tool(&self, path: &Path) -> anyhow::Result<ToolComponent> {
+        let (info, component) = self.compile(path)?;
+        check_world(&info, WorldKind::Tool)?;
+        let pre = self
+            .tool_linker
+            .instantiate_pre(&component)
+            .map_err(|e| link_error(&info, e))?;
+        let pre = bindings::tool::ToolPre::new(pre).map_err(|e| link_error(&info, e))?;
+        Ok(ToolComponent { info, pre })
+    }
+
+    fn compile(&self, path: &Path) -> anyhow::Result<(ComponentInfo, Component)> {
+        let meta = std::fs::metadata(path)
+            .with_context(|| format!("cannot read component {}", path.display()))?;
+        if meta.len() > MAX_COMPONENT_FILE_BYTES {
+            bail!(
+                "{} is {} bytes, over the {} byte limit for a component file",
+                path.display(),
+                meta.len(),
+                MAX_COMPONENT_FILE_BYTES
+            );
+        }
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("cannot read component {}", path.display()))?;
+        check_header(path, &bytes)?;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let component = self
+            .cache
+            .load(&self.engine, &sha256, &bytes)
+            .with_context(|| format!("{} is not a valid WebAssembly component", path.display()))?;
+        let ty = component.component_type();
+        let imports: Vec<String> = ty
+            .imports(&self.engine)
+            .map(|(n, _)| n.to_string())
+            .collect();
+        let exports: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(n, _)| n.to_string())
+            .collect();
+        let world = [WorldKind::Workflow, WorldKind::Reward, WorldKind::Tool]
+            .into_iter()
+            .find(|w| exports.iter().any(|e| e == w.export_name()));
+        let info = ComponentInfo {
+            path: path.to_path_buf(),
+            sha256,
+            size_bytes: meta.len(),
+            world,
+            imports,
+            exports,
+        };
+        Ok((info, component))
+    }
+}
+
+fn check_header(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    const MAGIC: &[u8] = b"\0asm";
+    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+        bail!(
+            "{} is not a WebAssembly file (no `\\0asm` header); build the component with `cargo build --target wasm32-wasip2`",
+            path.display()
+        );
+    }
+    // Core modules have layer 0 (version 1); components have layer 1.
+    if bytes[6..8] == [0, 0] {
+        bail!(
+            "{} is a core WebAssembly module, not a component; build with `--target wasm32-wasip2` or wrap it with `wasm-tools component new`",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Check exports and imports against `expected`, naming what is missing or extra.
+pub(crate) fn check_world(info: &ComponentInfo, expected: WorldKind) -> anyhow::Result<()> {
+    let name = info.path.display();
+    if !info.exports.iter().any(|e| e == expected.export_name()) {
+        // A Rust `bin` target also exports `wasi:cli/run`; it is not part of any rollbox world.
+        let own: Vec<&String> = info
+            .exports
+            .iter()
+            .filter(|e| !e.starts_with("wasi:"))
+            .collect();
+        let found = if own.is_empty() {
+            "nothing".to_string()
+        } else {
+            own.iter()
+                .map(|e| format!("`{e}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let hint = match info.world {
+            Some(actual) if actual != expected => {
+                format!(": is this a {actual} component? {}", actual.cli_hint())
+            }
+            _ => format!(
+                "; a {expected} component exports `{}` from the rollbox:workflow `{expected}` world",
+                expected.export_name()
+            ),
+        };
+        bail!(
+            "{name} exports {found}, expected `{}`{hint}",
+            expected.export_name()
+        );
+    }
+    for import in &info.imports {
+        if import.starts_with("wasi:") {
+            continue;
+        }
+        let Some(rest) = import.strip_prefix("rollbox:workflow/") else {
+            bail!(
+                "{name} imports `{import}`, which rollbox does not provide: only WASI 0.2 and the rollbox:workflow interfaces are linked"
+            );
+        };
+        let iface = rest.split('@').next().unwrap_or(rest);
+        if !expected.allowed_interfaces().contains(&iface) {
+            let allowed = expected.allowed_interfaces().join(", ");
+            bail!(
+                "{name} imports `{import}`, but {expected} components may import only: {allowed} (and WASI, which grants nothing)"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn link_error(info: &ComponentInfo, e: wasmtime::Error) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} does not match the rollbox:workflow@0.1.0 contract: {e:#}; rebuild it against this version of wit/",
+        info.path.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(exports: &[&str], imports: &[&str]) -> ComponentInfo {
+        let exports: Vec<String> = exports.iter().map(|s| s.to_string()).collect();
+        let world = [WorldKind::Workflow, WorldKind::Reward, WorldKind::Tool]
+            .into_iter()
+            .find(|w| exports.iter().any(|e| e == w.export_name()));
+        ComponentInfo {
+            path: "x.wasm".into(),
+            sha256: String::new(),
+            size_bytes: 0,
+            world,
+            imports: imports.iter().map(|s| s.to_string()).collect(),
+            exports,
+        }
+    }
+
+    #[test]
+    fn wrong_world_names_the_export_and_the_fix() {
+        let err = check_world(&info(&["score"], &[]), WorldKind::Workflow).expect_err("reward");
+        assert_eq!(
+            err.to_string(),
+            "x.wasm exports `score`, expected `run-episode`: is this a reward component? load it with --reward NAME=PATH"
+        );
+        let err = check_world(&info(&[], &[]), WorldKind::Reward).expect_err("nothing");
+        assert!(
+            err.to_string()
+                .contains("exports nothing, expected `score`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn imports_outside_the_world_are_named() {
+        let ok = info(
+            &["score"],
+            &["wasi:cli/stdout@0.2.6", "rollbox:workflow/log@0.1.0"],
+        );
+        check_world(&ok, WorldKind::Reward).expect("allowed");
+        let bad = info(&["score"], &["rollbox:workflow/engine@0.1.0"]);
+        let err = check_world(&bad, WorldKind::Reward).expect_err("engine in reward");
+        assert!(
+            err.to_string().contains("may import only: types, log"),
+            "{err}"
+        );
+        let alien = info(&["run-episode"], &["acme:net/http@1.0.0"]);
+        let err = check_world(&alien, WorldKind::Workflow).expect_err("alien");
+        assert!(
+            err.to_string()
+                .contains("`acme:net/http@1.0.0`, which rollbox does not provide"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn core_modules_and_garbage_are_refused() {
+        let err = check_header(Path::new("m.wasm"), b"\0asm\x01\0\0\0").expect_err("core");
+        assert!(err.to_string().contains("core WebAssembly module"), "{err}");
+        let err = check_header(Path::new("t.txt"), b"hello world").expect_err("text");
+        assert!(err.to_string().contains("not a WebAssembly file"), "{err}");
+        check_header(Path::new("c.wasm"), b"\0asm\x0d\0\x01\0").expect("component");
+    }
+}

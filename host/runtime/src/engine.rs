@@ -1,0 +1,224 @@
+//! Host side of the `engine` interface: policy in front of the [`InferenceBackend`].
+//!
+//! Policy (AReaL's `agenerate` semantics): one sample per request; `max-new-tokens` clamped to
+//! `max-tokens - len(input-ids)` (0 or less is an `invalid-argument` value) and to what is left
+//! of the episode's token budget; the backend's eos/pad ids added to the stop ids unless the
+//! request opts out; every output token stamped with the policy version.
+//!
+//! Limits: `max_generate_calls` and `max_generated_tokens` per episode (soft: reported once as
+//! `limit-exceeded`, then a trap). A missing backend is an `unavailable` value; a backend
+//! failure is an `unavailable` or `invalid-argument` value. Nothing here traps on a guest's
+//! ordinary mistake.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rollbox_engines::{EngineError, GenerateRequest, InferenceBackend, SamplingParams, StopReason};
+use tokio::task::JoinSet;
+
+use crate::bindings::engine;
+use crate::bindings::types::{
+    Error, GenConfig, ModelRequest, ModelResponse, StopReason as WitStop,
+};
+use crate::state::{EpisodeCtx, StoreState};
+
+/// Requests in one `generate-many` call. Guards the host against a huge fan-out in one call;
+/// the per-episode `max_generate_calls` still applies.
+pub const MAX_GENERATE_MANY_REQUESTS: usize = 4096;
+
+/// A request that passed policy, ready for the backend.
+struct Prepared {
+    backend: Arc<dyn InferenceBackend>,
+    request: GenerateRequest,
+    version: i32,
+}
+
+impl EpisodeCtx {
+    /// Apply policy to one request: limits, clamping, stop ids, rid.
+    fn prepare(&mut self, req: ModelRequest) -> wasmtime::Result<Result<Prepared, Error>> {
+        if self.generate_calls >= self.limits.max_generate_calls {
+            let msg = self.refuse(format!(
+                "this episode reached its limit of {} generate calls; raise it with --max-generate-calls",
+                self.limits.max_generate_calls
+            ))?;
+            return Ok(Err(Error::LimitExceeded(msg)));
+        }
+        self.generate_calls += 1;
+        let g = &req.gconfig;
+        if g.n_samples != 1 {
+            return Ok(Err(Error::InvalidArgument(format!(
+                "n-samples is {}: one request generates one sample; send several requests with generate-many",
+                g.n_samples
+            ))));
+        }
+        if req.input_ids.is_empty() {
+            return Ok(Err(Error::InvalidArgument(
+                "input-ids is empty; a prompt needs at least one token".into(),
+            )));
+        }
+        let prompt_len = req.input_ids.len() as u64;
+        let room = u64::from(g.max_tokens).saturating_sub(prompt_len);
+        if room == 0 {
+            return Ok(Err(Error::InvalidArgument(format!(
+                "the prompt has {prompt_len} tokens, which leaves no room under max-tokens {}; raise max-tokens or shorten the prompt",
+                g.max_tokens
+            ))));
+        }
+        let budget = self
+            .limits
+            .max_generated_tokens
+            .saturating_sub(self.generated_tokens);
+        if budget == 0 {
+            let msg = self.refuse(format!(
+                "this episode generated its limit of {} tokens; raise it with --max-episode-tokens",
+                self.limits.max_generated_tokens
+            ))?;
+            return Ok(Err(Error::LimitExceeded(msg)));
+        }
+        let Some(backend) = self.services.backend().cloned() else {
+            return Ok(Err(Error::Unavailable(
+                "no inference engine is configured; start rollbox with --engine (e.g. --engine replay:FILE)".into(),
+            )));
+        };
+        let max_new = u64::from(g.max_new_tokens).min(room).min(budget) as u32;
+        let mut stop_token_ids = g.stop_token_ids.clone();
+        if !g.exclude_default_stop_ids {
+            for id in self.services.default_stop_ids() {
+                if !stop_token_ids.contains(id) {
+                    stop_token_ids.push(*id);
+                }
+            }
+        }
+        let rid = if req.rid.is_empty() {
+            self.rid_counter += 1;
+            format!("{}-{}", self.id, self.rid_counter)
+        } else {
+            req.rid
+        };
+        let sampling = sampling(g, max_new, stop_token_ids);
+        Ok(Ok(Prepared {
+            backend,
+            request: GenerateRequest {
+                rid,
+                input_ids: req.input_ids,
+                sampling,
+                image_data: req.image_data,
+            },
+            version: self.services.version(),
+        }))
+    }
+
+    /// Count what the backend produced against the episode budget.
+    fn account(&mut self, result: &Result<ModelResponse, Error>) {
+        if let Ok(r) = result {
+            self.generated_tokens += r.output_tokens.len() as u64;
+        }
+    }
+}
+
+fn sampling(g: &GenConfig, max_new_tokens: u32, stop_token_ids: Vec<u32>) -> SamplingParams {
+    SamplingParams {
+        max_new_tokens,
+        min_new_tokens: g.min_new_tokens.min(max_new_tokens),
+        greedy: g.greedy,
+        temperature: g.temperature,
+        top_p: g.top_p,
+        top_k: g.top_k,
+        stop_token_ids,
+        stop: g.stop.clone(),
+        ignore_eos: g.ignore_eos,
+        frequency_penalty: g.frequency_penalty,
+        seed: g.seed,
+    }
+}
+
+/// Call the backend and shape its answer into the WIT response.
+async fn execute(p: Prepared) -> Result<ModelResponse, Error> {
+    let start = Instant::now();
+    let input = p.request.input_ids.clone();
+    let max_new = p.request.sampling.max_new_tokens as usize;
+    let resp = p.backend.generate(p.request).await.map_err(|e| match e {
+        EngineError::InvalidRequest { .. } => Error::InvalidArgument(e.to_string()),
+        other => Error::Unavailable(other.to_string()),
+    })?;
+    let latency = start.elapsed().as_secs_f64();
+    let n = resp.output_tokens.len();
+    if resp.output_logprobs.len() != n || n > max_new {
+        return Err(Error::Unavailable(format!(
+            "{}: backend returned {n} tokens and {} logprobs for a request of at most {max_new} tokens",
+            p.backend.name(),
+            resp.output_logprobs.len()
+        )));
+    }
+    let versions = match resp.output_versions {
+        Some(v) if v.len() == n => v,
+        _ => vec![p.version; n],
+    };
+    Ok(ModelResponse {
+        input_tokens: input,
+        output_tokens: resp.output_tokens,
+        output_logprobs: resp.output_logprobs,
+        output_versions: versions,
+        stop_reason: match resp.stop_reason {
+            StopReason::Stop => WitStop::Stop,
+            StopReason::Length => WitStop::Length,
+            StopReason::ToolCalls => WitStop::ToolCalls,
+            StopReason::Abort => WitStop::Abort,
+        },
+        latency,
+        ttft: resp.ttft.unwrap_or(latency),
+    })
+}
+
+impl engine::Host for StoreState {
+    async fn generate(
+        &mut self,
+        request: ModelRequest,
+    ) -> wasmtime::Result<Result<ModelResponse, Error>> {
+        let prepared = match self.ctx.prepare(request)? {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        let result = execute(prepared).await;
+        self.ctx.account(&result);
+        Ok(result)
+    }
+
+    async fn generate_many(
+        &mut self,
+        requests: Vec<ModelRequest>,
+    ) -> wasmtime::Result<Vec<Result<ModelResponse, Error>>> {
+        if requests.len() > MAX_GENERATE_MANY_REQUESTS {
+            return Ok(vec![Err(Error::LimitExceeded(format!(
+                "generate-many got {} requests; at most {MAX_GENERATE_MANY_REQUESTS} per call",
+                requests.len()
+            )))]);
+        }
+        let mut results: Vec<Option<Result<ModelResponse, Error>>> =
+            Vec::with_capacity(requests.len());
+        let mut set = JoinSet::new();
+        for (index, req) in requests.into_iter().enumerate() {
+            match self.ctx.prepare(req)? {
+                Ok(p) => {
+                    results.push(None);
+                    set.spawn(async move { (index, execute(p).await) });
+                }
+                Err(e) => results.push(Some(Err(e))),
+            }
+        }
+        while let Some(joined) = set.join_next().await {
+            let (index, result) =
+                joined.map_err(|e| wasmtime::format_err!("generate task failed: {e}"))?;
+            self.ctx.account(&result);
+            results[index] = Some(result);
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::Unavailable("request was not run".into()))))
+            .collect())
+    }
+
+    async fn version(&mut self) -> wasmtime::Result<i32> {
+        Ok(self.ctx.services.version())
+    }
+}

@@ -1,0 +1,257 @@
+//! Running one workflow episode: a fresh instance from the component's `InstancePre`, the
+//! `run-episode` call under the episode's limits, and the result classified as accepted
+//! tensors, rejected, or a typed failure, with the episode's captured output, logs and stats.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rollbox_tensor::HostTensor;
+use serde::Serialize;
+
+use crate::bindings::episode::{EpisodeInput, EpisodeOutput};
+use crate::component::WorkflowComponent;
+use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
+use crate::limits::Limits;
+use crate::runtime::Runtime;
+use crate::sandbox::{fuel_consumed, guarded, new_store};
+use crate::state::LogLine;
+
+/// What the host gives a workflow for one episode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpisodeRequest {
+    /// Unique id, e.g. `r12-s3`.
+    pub id: String,
+    /// The dataset row (a JSON object).
+    pub data: serde_json::Value,
+    /// The workflow's configuration (a JSON object).
+    pub config: serde_json::Value,
+    /// Index in the GRPO group.
+    pub sample_index: u32,
+    /// Seed for the workflow's own randomness.
+    pub seed: u64,
+}
+
+impl EpisodeRequest {
+    /// A request for one row with an empty config.
+    pub fn new(id: impl Into<String>, data: serde_json::Value) -> Self {
+        EpisodeRequest {
+            id: id.into(),
+            data,
+            config: serde_json::json!({}),
+            sample_index: 0,
+            seed: 0,
+        }
+    }
+}
+
+/// The trajectories of an accepted episode.
+#[derive(Debug, Clone)]
+pub struct Trajectory {
+    /// The tensor dict, in the order the workflow returned it.
+    pub tensors: Vec<(String, HostTensor)>,
+    /// The workflow's metadata object.
+    pub metadata: serde_json::Value,
+}
+
+impl Trajectory {
+    /// The tensor named `key`.
+    pub fn get(&self, key: &str) -> Option<&HostTensor> {
+        self.tensors.iter().find(|(k, _)| k == key).map(|(_, t)| t)
+    }
+}
+
+/// How an episode ended.
+#[derive(Debug, Clone)]
+pub enum EpisodeOutcome {
+    /// The workflow returned trajectories.
+    Accepted(Trajectory),
+    /// The workflow returned nothing (AReaL's `None`).
+    Rejected,
+    /// The episode failed; never fatal to the host.
+    Failed(GuestFault),
+}
+
+impl EpisodeOutcome {
+    /// `accepted`, `rejected` or the fault kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EpisodeOutcome::Accepted(_) => "accepted",
+            EpisodeOutcome::Rejected => "rejected",
+            EpisodeOutcome::Failed(f) => f.kind(),
+        }
+    }
+}
+
+/// Everything known about one finished episode.
+#[derive(Debug, Clone)]
+pub struct EpisodeReport {
+    /// The episode id.
+    pub id: String,
+    /// How it ended.
+    pub outcome: EpisodeOutcome,
+    /// Captured stdout (bounded).
+    pub stdout: String,
+    /// Captured stderr (bounded).
+    pub stderr: String,
+    /// Bytes of stdout and stderr dropped past the limits.
+    pub output_dropped_bytes: u64,
+    /// Log lines, in order.
+    pub logs: Vec<LogLine>,
+    /// Scalar stats, in order.
+    pub stats: Vec<(String, f64)>,
+    /// Log lines and stats dropped past the limit.
+    pub dropped_logs: u64,
+    /// Generate requests made.
+    pub generate_calls: u32,
+    /// Tokens generated.
+    pub generated_tokens: u64,
+    /// Largest linear memory, bytes.
+    pub peak_memory_bytes: usize,
+    /// Fuel consumed (when metering is on).
+    pub fuel_consumed: Option<u64>,
+    /// Wall time of the whole episode.
+    pub wall: Duration,
+}
+
+/// Summary of an episode for logs and `--json` output (no tensor data).
+#[derive(Debug, Serialize)]
+pub struct EpisodeSummary<'a> {
+    /// Episode id.
+    pub id: &'a str,
+    /// `accepted`, `rejected` or a fault kind.
+    pub outcome: &'static str,
+    /// The fault, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'a GuestFault>,
+    /// Generate requests.
+    pub generate_calls: u32,
+    /// Generated tokens.
+    pub generated_tokens: u64,
+    /// Wall time, ms.
+    pub wall_ms: f64,
+}
+
+impl EpisodeReport {
+    /// A serialisable summary.
+    pub fn summary(&self) -> EpisodeSummary<'_> {
+        EpisodeSummary {
+            id: &self.id,
+            outcome: self.outcome.kind(),
+            error: match &self.outcome {
+                EpisodeOutcome::Failed(f) => Some(f),
+                _ => None,
+            },
+            generate_calls: self.generate_calls,
+            generated_tokens: self.generated_tokens,
+            wall_ms: self.wall.as_secs_f64() * 1e3,
+        }
+    }
+}
+
+impl Runtime {
+    /// Run one episode of `workflow` in a fresh sandbox. Never fails: every guest failure is
+    /// an [`EpisodeOutcome::Failed`] in the report.
+    pub async fn run_episode(
+        &self,
+        workflow: &WorkflowComponent,
+        request: EpisodeRequest,
+        limits: Arc<Limits>,
+    ) -> EpisodeReport {
+        let start = Instant::now();
+        let mut store = new_store(self, request.id.clone(), limits);
+        let input = EpisodeInput {
+            episode_id: request.id.clone(),
+            data: request.data.to_string(),
+            config: request.config.to_string(),
+            sample_index: request.sample_index,
+            seed: request.seed,
+        };
+        let pre = workflow.pre.clone();
+        let result = guarded(&mut store, |store| {
+            Box::pin(async move {
+                let bindings = pre.instantiate_async(&mut *store).await?;
+                bindings.call_run_episode(&mut *store, &input).await
+            })
+        })
+        .await;
+        let outcome = match result {
+            Err(fault) => EpisodeOutcome::Failed(fault),
+            Ok(Err(message)) => EpisodeOutcome::Failed(GuestFault::GuestError {
+                message: truncate(&message, MAX_FAULT_MESSAGE_BYTES),
+            }),
+            Ok(Ok(None)) => EpisodeOutcome::Rejected,
+            Ok(Ok(Some(output))) => match take_output(&mut store, output) {
+                Ok(t) => EpisodeOutcome::Accepted(t),
+                Err(fault) => EpisodeOutcome::Failed(fault),
+            },
+        };
+        let fuel = fuel_consumed(self, &store);
+        let peak = store.data().limiter.peak_bytes();
+        let state = store.into_data();
+        let ctx = state.ctx;
+        let (stdout, out_dropped) = ctx.stdout.take();
+        let (stderr, err_dropped) = ctx.stderr.take();
+        let report = EpisodeReport {
+            id: request.id,
+            outcome,
+            stdout,
+            stderr,
+            output_dropped_bytes: out_dropped + err_dropped,
+            logs: ctx.logs,
+            stats: ctx.stats,
+            dropped_logs: ctx.dropped_logs,
+            generate_calls: ctx.generate_calls,
+            generated_tokens: ctx.generated_tokens,
+            peak_memory_bytes: peak,
+            fuel_consumed: fuel,
+            wall: start.elapsed(),
+        };
+        if let EpisodeOutcome::Failed(f) = &report.outcome {
+            tracing::warn!(episode = %report.id, kind = f.kind(), "episode failed: {f}");
+        }
+        report
+    }
+}
+
+/// Move the returned tensors out of the store's table and check the dict's shape.
+fn take_output(
+    store: &mut wasmtime::Store<crate::state::StoreState>,
+    output: EpisodeOutput,
+) -> Result<Trajectory, GuestFault> {
+    let table = &mut store.data_mut().table;
+    let mut tensors = Vec::with_capacity(output.tensors.len());
+    for (name, handle) in output.tensors {
+        let tensor = table
+            .delete(handle)
+            .map_err(|e| GuestFault::InvalidOutput {
+                message: format!("tensor `{name}` is not a live tensor handle: {e}"),
+            })?;
+        if name.is_empty() {
+            return Err(GuestFault::InvalidOutput {
+                message: "a returned tensor has an empty name".into(),
+            });
+        }
+        if tensors
+            .iter()
+            .any(|(k, _): &(String, HostTensor)| *k == name)
+        {
+            return Err(GuestFault::InvalidOutput {
+                message: format!("the tensor dict has the key `{name}` twice; keys must be unique"),
+            });
+        }
+        tensors.push((name, tensor));
+    }
+    let metadata = if output.metadata.trim().is_empty() {
+        serde_json::json!({})
+    } else {
+        serde_json::from_str(&output.metadata).map_err(|e| GuestFault::InvalidOutput {
+            message: format!("metadata is not valid JSON ({e}); return a JSON object such as {{}}"),
+        })?
+    };
+    if !metadata.is_object() {
+        return Err(GuestFault::InvalidOutput {
+            message: "metadata must be a JSON object".into(),
+        });
+    }
+    Ok(Trajectory { tensors, metadata })
+}

@@ -1,0 +1,69 @@
+//! `rollbox-runtime`: loads rollout workflow, reward and tool components by path and runs
+//! them in a wasmtime sandbox.
+//!
+//! What it does:
+//!
+//! * one shared wasmtime engine (component model, async, epoch interruption, pooling
+//!   allocator when available, optional fuel) with an epoch ticker;
+//! * components loaded **by path**, checked against the world they must target (`workflow`,
+//!   `reward`, `tool`; wrong world, core modules and foreign imports are refused with a message
+//!   naming what is missing or extra), compiled once and cached on disk by sha256;
+//! * a fresh store and instance per episode from a pre-instantiated component, with
+//!   [`Limits`] on memory, wall time (really enforced), fuel, bytes crossing the boundary,
+//!   handles, generate calls and tokens, captured output and logs;
+//! * deny-by-default WASI: linked so ordinary toolchains' components load, granting nothing
+//!   (no preopens, no sockets or name lookup, no env, no args, closed stdin, captured stdout and
+//!   stderr);
+//! * each episode classified as accepted tensors, rejected, or a typed [`GuestFault`], with its
+//!   captured output, logs and stats. The host never panics on guest behaviour.
+//!
+//! What it does not do: inference (that is `rollbox-engines`, behind
+//! [`rollbox_engines::InferenceBackend`]), tensor math (`rollbox-tensor`), datasets and batching.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use std::sync::Arc;
+//! use rollbox_runtime::{EpisodeRequest, Limits, Runtime, RuntimeConfig, Services};
+//!
+//! let runtime = Runtime::new(RuntimeConfig::default(), Services::new())?;
+//! let workflow = runtime.load_workflow("workflow.wasm".as_ref())?;
+//! let report = runtime
+//!     .run_episode(&workflow, EpisodeRequest::new("r0-s0", serde_json::json!({"x": 1})), Arc::new(Limits::default()))
+//!     .await;
+//! println!("{}", report.outcome.kind());
+//! # Ok(()) }
+//! ```
+
+mod bindings;
+mod cache;
+mod component;
+mod engine;
+mod episode;
+mod fault;
+mod limits;
+mod log;
+mod rewards;
+mod runtime;
+mod sandbox;
+mod services;
+mod state;
+mod tensor;
+mod tokenizer;
+mod tools;
+mod untrusted;
+
+pub use component::{
+    ComponentInfo, MAX_COMPONENT_FILE_BYTES, RewardComponent, ToolComponent, WorkflowComponent,
+    WorldKind,
+};
+pub use engine::MAX_GENERATE_MANY_REQUESTS;
+pub use episode::{EpisodeOutcome, EpisodeReport, EpisodeRequest, EpisodeSummary, Trajectory};
+pub use fault::GuestFault;
+pub use limits::{Limits, MAX_MEMORY_BYTES_CAP};
+pub use runtime::{EPOCH_TICK, Runtime, RuntimeConfig, default_cache_dir};
+pub use services::Services;
+pub use state::{LogLine, MAX_TABLE_ELEMENTS};
+pub use untrusted::{CallReport, RewardCall};
+
+impl bindings::types::Host for state::StoreState {}
+impl bindings::episode::Host for state::StoreState {}

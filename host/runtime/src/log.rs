@@ -1,0 +1,47 @@
+//! Host side of the `log` interface: log lines and scalar stats attributed to the episode.
+//!
+//! Limits: `max_log_lines` entries (lines and stats together) per store and
+//! `max_log_line_bytes` per entry; past them entries are counted and dropped. Never traps.
+
+use crate::bindings::log::{self, Level};
+use crate::fault::truncate;
+use crate::state::{LogLine, StoreState};
+
+impl StoreState {
+    fn log_room(&mut self) -> bool {
+        let used = self.ctx.logs.len() + self.ctx.stats.len();
+        if used >= self.ctx.limits.max_log_lines {
+            self.ctx.dropped_logs += 1;
+            return false;
+        }
+        true
+    }
+}
+
+impl log::Host for StoreState {
+    async fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
+        if !self.log_room() {
+            return Ok(());
+        }
+        let message = truncate(&message, self.ctx.limits.max_log_line_bytes);
+        let level = match level {
+            Level::Trace => "trace",
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        };
+        tracing::debug!(episode = %self.ctx.id, level, "guest: {message}");
+        self.ctx.logs.push(LogLine { level, message });
+        Ok(())
+    }
+
+    async fn stat(&mut self, key: String, value: f64) -> wasmtime::Result<()> {
+        if !self.log_room() {
+            return Ok(());
+        }
+        let key = truncate(&key, self.ctx.limits.max_log_line_bytes);
+        self.ctx.stats.push((key, value));
+        Ok(())
+    }
+}

@@ -1,0 +1,209 @@
+//! The process-wide wasmtime engine: configuration (epochs, pooling, optional fuel), the epoch
+//! ticker, and one linker per world. Built once; loading and running happen through it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::bindings;
+use crate::cache::ComponentCache;
+use crate::limits::MAX_MEMORY_BYTES_CAP;
+use crate::services::Services;
+use crate::state::StoreState;
+
+/// Epoch tick: how often running guests are checked against their deadline and yield to the
+/// async executor. A guest is stopped at most one tick after its deadline.
+pub const EPOCH_TICK: Duration = Duration::from_millis(2);
+
+/// Engine-wide settings, fixed for the life of a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Directory for compiled components (`<sha256>-<engine>.cwasm`). Default
+    /// `$ROLLBOX_CACHE_DIR`, else `$XDG_CACHE_HOME/rollbox`, else `~/.cache/rollbox`, plus
+    /// `/components`. `None` disables the disk cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Instrument compiled code for fuel metering, so `Limits::fuel` can be enforced. Default
+    /// false (fuel costs 10–20% of guest speed).
+    pub fuel: bool,
+    /// Instances alive at once (pool slots). Default 1000.
+    pub max_instances: u32,
+    /// Use the pooling allocator when the platform can reserve the address space. Default true.
+    pub pooling: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            cache_dir: default_cache_dir(),
+            fuel: false,
+            max_instances: 1000,
+            pooling: true,
+        }
+    }
+}
+
+/// The default component cache directory (see [`RuntimeConfig::cache_dir`]).
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("ROLLBOX_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|p| PathBuf::from(p).join("rollbox")))
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("rollbox"))
+        })?;
+    Some(base.join("components"))
+}
+
+/// The wasmtime engine, linkers and component cache shared by every load and every episode.
+pub struct Runtime {
+    pub(crate) engine: Engine,
+    pub(crate) workflow_linker: Linker<StoreState>,
+    pub(crate) reward_linker: Linker<StoreState>,
+    pub(crate) tool_linker: Linker<StoreState>,
+    pub(crate) cache: ComponentCache,
+    pub(crate) services: Arc<Services>,
+    pub(crate) config: RuntimeConfig,
+    pooled: bool,
+}
+
+impl Runtime {
+    /// Build the engine (pooling when available), start the epoch ticker, link the worlds.
+    pub fn new(config: RuntimeConfig, services: Services) -> anyhow::Result<Self> {
+        let (engine, pooled) = build_engine(&config)?;
+        start_epoch_ticker(&engine);
+        let workflow_linker = workflow_linker(&engine)?;
+        let reward_linker = untrusted_linker(&engine, |l| {
+            bindings::reward::Reward::add_to_linker::<_, HasSelf<_>>(l, |s| s)
+        })?;
+        let tool_linker = untrusted_linker(&engine, |l| {
+            bindings::tool::Tool::add_to_linker::<_, HasSelf<_>>(l, |s| s)
+        })?;
+        let cache = ComponentCache::new(config.cache_dir.clone(), &engine);
+        Ok(Runtime {
+            engine,
+            workflow_linker,
+            reward_linker,
+            tool_linker,
+            cache,
+            services: Arc::new(services),
+            config,
+            pooled,
+        })
+    }
+
+    /// The shared host services (backend, version).
+    pub fn services(&self) -> &Arc<Services> {
+        &self.services
+    }
+
+    /// Whether instances come from the pooling allocator.
+    pub fn is_pooled(&self) -> bool {
+        self.pooled
+    }
+
+    /// Whether compiled code is instrumented for fuel.
+    pub fn fuel_enabled(&self) -> bool {
+        self.config.fuel
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+fn base_config(config: &RuntimeConfig) -> Config {
+    let mut c = Config::new();
+    c.epoch_interruption(true);
+    c.consume_fuel(config.fuel);
+    c.wasm_component_model(true);
+    c.max_wasm_stack(1 << 20);
+    c.async_stack_size(2 << 20);
+    // Zero fiber stacks between uses: one tenant's stack contents never reach another.
+    c.async_stack_zeroing(true);
+    c
+}
+
+fn build_engine(config: &RuntimeConfig) -> anyhow::Result<(Engine, bool)> {
+    if config.pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        let n = config.max_instances.max(1);
+        pool.total_component_instances(n)
+            .total_core_instances(n.saturating_mul(8))
+            .total_memories(n.saturating_mul(2))
+            .total_tables(n.saturating_mul(4))
+            .total_stacks(n)
+            .max_memory_size(MAX_MEMORY_BYTES_CAP as usize)
+            .max_component_instance_size(10 << 20)
+            .max_core_instance_size(10 << 20)
+            .max_memories_per_component(16)
+            .max_tables_per_component(64)
+            .max_core_instances_per_component(200)
+            .max_memories_per_module(2)
+            .max_tables_per_module(2)
+            .table_elements(crate::state::MAX_TABLE_ELEMENTS)
+            .linear_memory_keep_resident(1 << 20)
+            .table_keep_resident(64 << 10);
+        let mut c = base_config(config);
+        c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        match Engine::new(&c) {
+            Ok(engine) => return Ok((engine, true)),
+            Err(e) => tracing::warn!(
+                "pooling allocator unavailable ({e}); falling back to on-demand instance allocation"
+            ),
+        }
+    }
+    let engine = Engine::new(&base_config(config))
+        .map_err(anyhow::Error::from)
+        .context("creating the wasmtime engine")?;
+    Ok((engine, false))
+}
+
+/// Advance the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    let spawned = std::thread::Builder::new()
+        .name("rollbox-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!(
+            "could not start the epoch ticker thread: {e}; timeouts will not interrupt guests"
+        );
+    }
+}
+
+fn workflow_linker(engine: &Engine) -> anyhow::Result<Linker<StoreState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+        .map_err(anyhow::Error::from)
+        .context("linking WASI 0.2")?;
+    bindings::workflow::Workflow::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+        .map_err(anyhow::Error::from)
+        .context("linking the rollbox:workflow interfaces")?;
+    Ok(linker)
+}
+
+/// A linker for reward and tool components: their world's imports plus deny-all WASI (so
+/// components from ordinary toolchains load; the WASI context grants nothing).
+fn untrusted_linker(
+    engine: &Engine,
+    add: impl FnOnce(&mut Linker<StoreState>) -> wasmtime::Result<()>,
+) -> anyhow::Result<Linker<StoreState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+        .map_err(anyhow::Error::from)
+        .context("linking WASI 0.2")?;
+    add(&mut linker)
+        .map_err(anyhow::Error::from)
+        .context("linking the world's interfaces")?;
+    Ok(linker)
+}

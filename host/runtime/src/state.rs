@@ -1,0 +1,308 @@
+//! Per-store state: the WASI context (empty), the resource table, the memory limiter, captured
+//! stdio and the episode's counters, logs and stats.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::limits::Limits;
+use crate::services::Services;
+
+/// Everything a store holds for one episode or one reward/tool call.
+pub struct StoreState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) ctx: EpisodeCtx,
+}
+
+impl WasiView for StoreState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl StoreState {
+    /// A state with a deny-everything WASI context: no preopens, no env, no args, no network,
+    /// closed stdin, captured and bounded stdout/stderr.
+    pub(crate) fn new(id: String, limits: Arc<Limits>, services: Arc<Services>) -> Self {
+        let stdout = CapturedOutput::new(limits.max_stdout_bytes);
+        let stderr = CapturedOutput::new(limits.max_stderr_bytes);
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .max_random_size(1 << 20);
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(limits.max_handles.saturating_add(16));
+        StoreState {
+            wasi: wasi.build(),
+            table,
+            limiter: MemoryLimiter::new(limits.max_memory_bytes),
+            ctx: EpisodeCtx {
+                id,
+                limits,
+                services,
+                stdout,
+                stderr,
+                generate_calls: 0,
+                generated_tokens: 0,
+                tensor_bytes: 0,
+                live_tensors: 0,
+                refused: None,
+                logs: Vec::new(),
+                stats: Vec::new(),
+                dropped_logs: 0,
+                rid_counter: 0,
+            },
+        }
+    }
+}
+
+/// The episode side of the store: counters checked by the host calls, and what the guest
+/// logged. Read back after the call into an `EpisodeReport`.
+pub struct EpisodeCtx {
+    pub(crate) id: String,
+    pub(crate) limits: Arc<Limits>,
+    pub(crate) services: Arc<Services>,
+    pub(crate) stdout: CapturedOutput,
+    pub(crate) stderr: CapturedOutput,
+    pub(crate) generate_calls: u32,
+    pub(crate) generated_tokens: u64,
+    pub(crate) tensor_bytes: usize,
+    pub(crate) live_tensors: usize,
+    /// The first soft limit refused to the guest; a later refusal traps.
+    pub(crate) refused: Option<String>,
+    pub(crate) logs: Vec<LogLine>,
+    pub(crate) stats: Vec<(String, f64)>,
+    pub(crate) dropped_logs: u64,
+    pub(crate) rid_counter: u64,
+}
+
+/// A soft limit was refused twice: the guest ignored the first refusal.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}; the guest kept going after this limit was reported to it")]
+pub struct LimitTrap(pub String);
+
+impl EpisodeCtx {
+    /// Record a soft-limit refusal. Returns the guest-visible message, or a trap if the guest
+    /// already ignored one refusal.
+    pub(crate) fn refuse(&mut self, message: String) -> wasmtime::Result<String> {
+        if let Some(first) = &self.refused {
+            return Err(wasmtime::Error::new(LimitTrap(first.clone())));
+        }
+        self.refused = Some(message.clone());
+        Ok(message)
+    }
+}
+
+/// One log line written by the guest.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LogLine {
+    /// Severity (`trace` .. `error`).
+    pub level: &'static str,
+    /// The text, truncated to the per-line limit.
+    pub message: String,
+}
+
+/// A `ResourceLimiter` capping each linear memory and recording the peak.
+pub struct MemoryLimiter {
+    max_bytes: usize,
+    peak_bytes: usize,
+}
+
+/// A guest tried to grow its memory past `--max-memory`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "linear memory limit of {limit} bytes exceeded (the guest asked for {requested} bytes); raise it with --max-memory"
+)]
+pub struct MemoryLimitExceeded {
+    /// The limit, bytes.
+    pub limit: usize,
+    /// The size the guest asked for, bytes.
+    pub requested: usize,
+}
+
+impl MemoryLimiter {
+    fn new(max_bytes: u64) -> Self {
+        MemoryLimiter {
+            max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
+            peak_bytes: 0,
+        }
+    }
+
+    /// The largest memory size reached, bytes.
+    pub fn peak_bytes(&self) -> usize {
+        self.peak_bytes
+    }
+}
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max_bytes {
+            return Err(wasmtime::Error::new(MemoryLimitExceeded {
+                limit: self.max_bytes,
+                requested: desired,
+            }));
+        }
+        self.peak_bytes = self.peak_bytes.max(desired);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// Table elements per table. Guards host memory against a guest growing its function table;
+/// Python and JS runtimes need a few thousand.
+pub const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+/// A bounded, truncating stdout/stderr sink. Writes past the capacity are counted and
+/// dropped; the guest never sees an error (a full `MemoryOutputPipe` makes Rust guests panic).
+#[derive(Clone)]
+pub struct CapturedOutput {
+    inner: Arc<Mutex<Vec<u8>>>,
+    capacity: usize,
+    dropped: Arc<AtomicU64>,
+}
+
+impl CapturedOutput {
+    fn new(capacity: usize) -> Self {
+        CapturedOutput {
+            inner: Arc::new(Mutex::new(Vec::new())),
+            capacity,
+            dropped: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn push(&self, bytes: &[u8]) {
+        let mut buf = match self.inner.lock() {
+            Ok(b) => b,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let room = self.capacity.saturating_sub(buf.len());
+        let take = room.min(bytes.len());
+        buf.extend_from_slice(&bytes[..take]);
+        let lost = (bytes.len() - take) as u64;
+        if lost > 0 {
+            self.dropped.fetch_add(lost, Ordering::Relaxed);
+        }
+    }
+
+    /// What was captured (lossy UTF-8) and how many bytes were dropped.
+    pub fn take(&self) -> (String, u64) {
+        let buf = match self.inner.lock() {
+            Ok(b) => b,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        (
+            String::from_utf8_lossy(&buf).into_owned(),
+            self.dropped.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl IsTerminal for CapturedOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for CapturedOutput {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl OutputStream for CapturedOutput {
+    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        self.push(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StreamError> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        Ok(OUTPUT_WRITE_PERMIT)
+    }
+}
+
+/// Bytes a guest may write per `check-write` permit; the sink itself never fills up.
+const OUTPUT_WRITE_PERMIT: usize = 64 << 10;
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for CapturedOutput {
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncWrite for CapturedOutput {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.push(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captured_output_truncates_and_counts() {
+        let out = CapturedOutput::new(4);
+        out.push(b"hello");
+        out.push(b"!!");
+        assert_eq!(out.take(), ("hell".to_string(), 3));
+    }
+
+    #[test]
+    fn memory_limiter_refuses_past_the_limit_and_tracks_peak() {
+        use wasmtime::ResourceLimiter;
+        let mut l = MemoryLimiter::new(1 << 20);
+        assert!(l.memory_growing(0, 65536, None).expect("within"));
+        let err = l.memory_growing(65536, 2 << 20, None).expect_err("over");
+        assert!(err.to_string().contains("--max-memory"));
+        assert_eq!(l.peak_bytes(), 65536);
+    }
+}

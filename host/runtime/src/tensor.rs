@@ -1,0 +1,163 @@
+//! Host side of the `tensor` interface: tensors live in the store's resource table; the
+//! guest holds handles.
+//!
+//! Limits: `max_handles` live tensors and `max_tensor_bytes` of tensor data created per
+//! episode (soft: reported once as `limit-exceeded`, then a trap). A shape that does not match
+//! the data, a bad dim or mismatched dicts are `invalid-argument` values. Using a handle that
+//! is not live traps (the guest's bindings cannot produce one).
+
+use rollbox_tensor::{HostTensor, TensorData as Data, TensorError};
+use wasmtime::component::Resource;
+
+use crate::bindings::tensor::{self, Dtype, TensorData};
+use crate::bindings::types::Error;
+use crate::state::StoreState;
+
+fn from_wit(data: TensorData) -> Data {
+    match data {
+        TensorData::I32(v) => Data::I32(v),
+        TensorData::I64(v) => Data::I64(v),
+        TensorData::F32(v) => Data::F32(v),
+        TensorData::Bf16(v) => Data::BF16(v),
+        TensorData::Bool(v) => Data::Bool(v),
+        TensorData::U8(v) => Data::U8(v),
+    }
+}
+
+fn to_wit(data: &Data) -> TensorData {
+    match data {
+        Data::I32(v) => TensorData::I32(v.clone()),
+        Data::I64(v) => TensorData::I64(v.clone()),
+        Data::F32(v) => TensorData::F32(v.clone()),
+        Data::BF16(v) => TensorData::Bf16(v.clone()),
+        Data::Bool(v) => TensorData::Bool(v.clone()),
+        Data::U8(v) => TensorData::U8(v.clone()),
+    }
+}
+
+fn invalid(e: TensorError) -> Error {
+    Error::InvalidArgument(e.to_string())
+}
+
+impl StoreState {
+    /// Admit a new tensor against the episode's limits and put it in the table.
+    fn admit(&mut self, t: HostTensor) -> wasmtime::Result<Result<Resource<HostTensor>, Error>> {
+        let bytes = t.size_in_bytes();
+        let limits = &self.ctx.limits;
+        if self.ctx.tensor_bytes.saturating_add(bytes) > limits.max_tensor_bytes {
+            let msg = self.ctx.refuse(format!(
+                "this episode created more than {} bytes of tensors; raise it with --max-tensor-bytes",
+                limits.max_tensor_bytes
+            ))?;
+            return Ok(Err(Error::LimitExceeded(msg)));
+        }
+        if self.ctx.live_tensors >= limits.max_handles {
+            let msg = self.ctx.refuse(format!(
+                "this episode holds {} live tensors, the limit; drop tensors it no longer needs or raise --max-handles",
+                limits.max_handles
+            ))?;
+            return Ok(Err(Error::LimitExceeded(msg)));
+        }
+        let handle = self.table.push(t)?;
+        self.ctx.tensor_bytes += bytes;
+        self.ctx.live_tensors += 1;
+        Ok(Ok(handle))
+    }
+}
+
+impl tensor::HostTensor for StoreState {
+    async fn create(
+        &mut self,
+        data: TensorData,
+        shape: Vec<u32>,
+    ) -> wasmtime::Result<Result<Resource<HostTensor>, Error>> {
+        let shape = shape.into_iter().map(|d| d as usize).collect();
+        match HostTensor::new(from_wit(data), shape) {
+            Ok(t) => self.admit(t),
+            Err(e) => Ok(Err(invalid(e))),
+        }
+    }
+
+    async fn shape(&mut self, this: Resource<HostTensor>) -> wasmtime::Result<Vec<u32>> {
+        let t = self.table.get(&this)?;
+        Ok(t.shape().iter().map(|&d| d as u32).collect())
+    }
+
+    async fn dtype(&mut self, this: Resource<HostTensor>) -> wasmtime::Result<Dtype> {
+        Ok(match self.table.get(&this)?.dtype() {
+            rollbox_tensor::DType::I32 => Dtype::I32,
+            rollbox_tensor::DType::I64 => Dtype::I64,
+            rollbox_tensor::DType::F32 => Dtype::F32,
+            rollbox_tensor::DType::BF16 => Dtype::Bf16,
+            rollbox_tensor::DType::Bool => Dtype::Bool,
+            rollbox_tensor::DType::U8 => Dtype::U8,
+        })
+    }
+
+    async fn unsqueeze(
+        &mut self,
+        this: Resource<HostTensor>,
+        dim: u32,
+    ) -> wasmtime::Result<Result<Resource<HostTensor>, Error>> {
+        match self.table.get(&this)?.unsqueeze(dim as usize) {
+            Ok(t) => self.admit(t),
+            Err(e) => Ok(Err(invalid(e))),
+        }
+    }
+
+    async fn data(&mut self, this: Resource<HostTensor>) -> wasmtime::Result<TensorData> {
+        Ok(to_wit(self.table.get(&this)?.data()))
+    }
+
+    async fn drop(&mut self, this: Resource<HostTensor>) -> wasmtime::Result<()> {
+        self.table.delete(this)?;
+        self.ctx.live_tensors = self.ctx.live_tensors.saturating_sub(1);
+        Ok(())
+    }
+}
+
+impl tensor::Host for StoreState {
+    async fn concat(
+        &mut self,
+        tensors: Vec<Resource<HostTensor>>,
+    ) -> wasmtime::Result<Result<Resource<HostTensor>, Error>> {
+        let mut refs = Vec::with_capacity(tensors.len());
+        for r in &tensors {
+            refs.push(self.table.get(r)?);
+        }
+        match rollbox_tensor::concat(&refs) {
+            Ok(t) => self.admit(t),
+            Err(e) => Ok(Err(invalid(e))),
+        }
+    }
+
+    async fn concat_padded(
+        &mut self,
+        dicts: Vec<Vec<(String, Resource<HostTensor>)>>,
+        pad_value: f64,
+    ) -> wasmtime::Result<Result<Vec<(String, Resource<HostTensor>)>, Error>> {
+        let out = {
+            let mut views = Vec::with_capacity(dicts.len());
+            for dict in &dicts {
+                let mut view = Vec::with_capacity(dict.len());
+                for (k, r) in dict {
+                    view.push((k.clone(), self.table.get(r)?));
+                }
+                views.push(view);
+            }
+            rollbox_tensor::concat_padded(&views, pad_value)
+        };
+        let out = match out {
+            Ok(o) => o,
+            Err(e) => return Ok(Err(invalid(e))),
+        };
+        let mut handles = Vec::with_capacity(out.len());
+        for (k, t) in out {
+            match self.admit(t)? {
+                Ok(h) => handles.push((k, h)),
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        Ok(Ok(handles))
+    }
+}

@@ -1,0 +1,144 @@
+//! Builds every guest test program (`tests/programs/src/bin/*.rs`) and every workflow crate
+//! (`workflows/*`) for `wasm32-wasip2`, and writes their paths as constants into
+//! `$OUT_DIR/components.rs` (wasmtime's test-programs pattern), so `cargo test` alone builds and
+//! runs everything.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "wasm32-wasip2";
+const PROFILE: &str = "guest";
+
+fn main() {
+    let manifest =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf();
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|p| if p.is_absolute() { p } else { root.join(p) })
+        .unwrap_or_else(|| root.join("target"))
+        .join("wasm-guests");
+
+    for dir in [
+        "wit",
+        "guest-sdk",
+        "tests/programs",
+        "tests/reward-programs",
+        "workflows",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+
+    let mut packages = vec!["rollbox-test-programs".to_string()];
+    let mut workflow_crates = Vec::new();
+    for entry in std::fs::read_dir(root.join("workflows")).expect("reading workflows/") {
+        let dir = entry.expect("workflows/ entry").path();
+        let manifest = dir.join("Cargo.toml");
+        if let Ok(text) = std::fs::read_to_string(&manifest) {
+            let name = text
+                .lines()
+                .find_map(|l| {
+                    l.trim()
+                        .strip_prefix("name = ")
+                        .map(|n| n.trim_matches('"').to_string())
+                })
+                .expect("workflow crate has a name");
+            packages.push(name.clone());
+            workflow_crates.push(name);
+        }
+    }
+
+    // Reward and tool programs are built in their own cargo invocation: cargo unifies the SDK's
+    // features within one build, and a reward component must not carry the workflow world.
+    build(&root, &target_dir, &packages);
+    build(
+        &root,
+        &target_dir,
+        &["rollbox-test-reward-programs".to_string()],
+    );
+
+    let bin_dir = target_dir.join(TARGET).join(PROFILE);
+    let mut consts = String::new();
+    let bins = ["tests/programs/src/bin", "tests/reward-programs/src/bin"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(root.join(d)).expect("reading a programs directory"));
+    for entry in bins {
+        let path = entry.expect("bin entry").path();
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("utf-8 file name")
+            .to_string();
+        let wasm = bin_dir.join(format!("{stem}.wasm"));
+        consts.push_str(&format!(
+            "/// The `{stem}` test program.\npub const {}: &str = {:?};\n",
+            stem.to_uppercase(),
+            wasm.display().to_string()
+        ));
+    }
+    for name in &workflow_crates {
+        let file = name.replace('-', "_");
+        let wasm = bin_dir.join(format!("{file}.wasm"));
+        let constant = name
+            .trim_start_matches("rollbox-")
+            .replace('-', "_")
+            .to_uppercase();
+        consts.push_str(&format!(
+            "/// The `{name}` workflow component.\npub const {constant}: &str = {:?};\n",
+            wasm.display().to_string()
+        ));
+    }
+    std::fs::write(out.join("components.rs"), consts).expect("writing components.rs");
+}
+
+fn build(root: &Path, target_dir: &Path, packages: &[String]) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root)
+        .arg("build")
+        .arg("--target")
+        .arg(TARGET)
+        .arg("--profile")
+        .arg(PROFILE)
+        .arg("--target-dir")
+        .arg(target_dir);
+    for p in packages {
+        cmd.arg("-p").arg(p);
+    }
+    // The outer build's flags and profile overrides are for the host, not the guests.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().into_owned();
+        if key.starts_with("CARGO_PROFILE_")
+            || key.starts_with("CARGO_ENCODED_")
+            || key.starts_with("CARGO_BUILD_")
+            || matches!(
+                key.as_str(),
+                "RUSTFLAGS" | "RUSTC_WORKSPACE_WRAPPER" | "CARGO_TARGET_DIR" | "CARGO_LLVM_COV"
+            )
+        {
+            cmd.env_remove(&key);
+        }
+    }
+    let status = cmd
+        .status()
+        .expect("running cargo to build the guest components");
+    if !status.success() {
+        let installed = Command::new("rustc")
+            .args(["--print", "target-libdir", "--target", TARGET])
+            .output()
+            .map(|o| {
+                o.status.success() && Path::new(String::from_utf8_lossy(&o.stdout).trim()).exists()
+            })
+            .unwrap_or(false);
+        if !installed {
+            panic!(
+                "building the guest components failed: the {TARGET} target is missing; run `rustup target add {TARGET}`"
+            );
+        }
+        panic!("building the guest components for {TARGET} failed (see the cargo output above)");
+    }
+}

@@ -1,0 +1,10 @@
+//! Returns nothing at once: the sandbox benchmark's workflow.
+use rollbox_sdk::{Episode, Output, Workflow};
+struct Trivial;
+impl Workflow for Trivial {
+    fn run_episode(_: Episode) -> Result<Option<Output>, String> {
+        Ok(None)
+    }
+}
+rollbox_sdk::export_workflow!(Trivial);
+fn main() {}

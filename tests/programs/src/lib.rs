@@ -1,0 +1,1 @@
+//! Guest programs for the integration tests; each `src/bin/*.rs` is one component.

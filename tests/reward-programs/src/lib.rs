@@ -1,0 +1,1 @@
+//! Reward and tool guest programs for the integration tests, built without the workflow world.

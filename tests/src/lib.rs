@@ -1,0 +1,91 @@
+//! Paths of the guest components built by `build.rs`, and helpers shared by the integration
+//! tests in `tests/tests/`.
+
+/// Paths of built components, one constant per test program and workflow crate.
+pub mod components {
+    include!(concat!(env!("OUT_DIR"), "/components.rs"));
+}
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rollbox_engines::{
+    EngineError, GenerateRequest, GenerateResponse, InferenceBackend, StopReason,
+};
+use rollbox_runtime::{Runtime, RuntimeConfig, Services};
+
+/// A backend that answers every prompt with `[7, 8, 2]` (logprobs -0.1, -0.2, -0.3, stop),
+/// cut to `max_new_tokens`, after an optional delay. Deterministic; for sandbox tests where
+/// the engine's answer is not the subject.
+pub struct FixedBackend {
+    /// Delay before answering.
+    pub delay: Duration,
+}
+
+#[async_trait]
+impl InferenceBackend for FixedBackend {
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+
+    async fn generate(&self, request: GenerateRequest) -> Result<GenerateResponse, EngineError> {
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        let mut tokens = vec![7, 8, 2];
+        let mut logprobs = vec![-0.1, -0.2, -0.3];
+        let mut stop_reason = StopReason::Stop;
+        let max = request.sampling.max_new_tokens as usize;
+        if tokens.len() > max {
+            tokens.truncate(max);
+            logprobs.truncate(max);
+            stop_reason = StopReason::Length;
+        }
+        Ok(GenerateResponse {
+            output_tokens: tokens,
+            output_logprobs: logprobs,
+            output_versions: None,
+            stop_reason,
+            ttft: None,
+        })
+    }
+}
+
+/// Compiled-component cache shared by the tests of one target directory.
+pub fn test_cache_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .join("target")
+        .join("test-component-cache")
+}
+
+/// A runtime with a small instance pool, the shared test cache and `backend`.
+pub fn runtime_with(backend: Option<Arc<dyn InferenceBackend>>, fuel: bool) -> Runtime {
+    let mut services = Services::new();
+    if let Some(b) = backend {
+        services = services.with_backend(b);
+    }
+    Runtime::new(
+        RuntimeConfig {
+            cache_dir: Some(test_cache_dir()),
+            fuel,
+            max_instances: 64,
+            pooling: true,
+        },
+        services,
+    )
+    .expect("runtime starts")
+}
+
+/// A runtime whose engine answers at once.
+pub fn runtime() -> Runtime {
+    runtime_with(
+        Some(Arc::new(FixedBackend {
+            delay: Duration::ZERO,
+        })),
+        false,
+    )
+}
