@@ -4,7 +4,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
-use rollbox_runtime::Limits;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rollbox_runtime::{CallPolicy, Limits};
 
 /// Sandbox limits for workflow episodes. Defaults are `Limits::default()`.
 #[derive(Args, Debug, Clone, Default)]
@@ -66,6 +69,51 @@ impl LimitArgs {
         l.validate().map_err(anyhow::Error::msg)?;
         Ok(l)
     }
+}
+
+/// A `--reward`/`--tool` registration: `NAME=PATH[,timeout=15s][,retries=3][,memory=256MiB][,fuel=N]`.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    /// The name workflows use.
+    pub name: String,
+    /// The component file.
+    pub path: PathBuf,
+    /// Its limits and retries (AReaL's defaults: 15 s, 3 retries, 256 MiB).
+    pub policy: CallPolicy,
+}
+
+/// Parse `NAME=PATH[,key=value...]`.
+pub fn parse_registration(s: &str) -> anyhow::Result<Registration> {
+    let mut parts = s.split(',');
+    let head = parts.next().unwrap_or_default();
+    let Some((name, path)) = head.split_once('=') else {
+        bail!("`{s}` should be NAME=PATH[,timeout=15s,retries=3,memory=256MiB,fuel=N]");
+    };
+    let mut limits = Limits::untrusted_call();
+    let mut retries = 3;
+    for opt in parts {
+        let Some((k, v)) = opt.split_once('=') else {
+            bail!("option `{opt}` in `{s}` should be key=value");
+        };
+        match k.trim() {
+            "timeout" => limits.timeout = parse_duration(v)?,
+            "retries" => retries = v.trim().parse().with_context(|| format!("retries `{v}`"))?,
+            "memory" => limits.max_memory_bytes = parse_size(v)? as u64,
+            "fuel" => limits.fuel = Some(v.trim().parse().with_context(|| format!("fuel `{v}`"))?),
+            other => {
+                bail!("unknown option `{other}` in `{s}`; use timeout, retries, memory or fuel")
+            }
+        }
+    }
+    limits.validate().map_err(anyhow::Error::msg)?;
+    Ok(Registration {
+        name: name.trim().to_string(),
+        path: PathBuf::from(path.trim()),
+        policy: CallPolicy {
+            limits: Arc::new(limits),
+            retries,
+        },
+    })
 }
 
 /// `123`, `64KiB`, `512MiB`, `1GiB` (also `KB`/`MB`/`GB` as powers of 1000).
@@ -132,6 +180,22 @@ mod tests {
         );
         assert_eq!(parse_duration("2m").expect("d"), Duration::from_secs(120));
         assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn registrations_parse_with_per_component_settings() {
+        let r = parse_registration("math=rewards/math.wasm,timeout=2s,retries=1,memory=64MiB")
+            .expect("parse");
+        assert_eq!(r.name, "math");
+        assert_eq!(r.path, PathBuf::from("rewards/math.wasm"));
+        assert_eq!(r.policy.retries, 1);
+        assert_eq!(r.policy.limits.timeout, Duration::from_secs(2));
+        assert_eq!(r.policy.limits.max_memory_bytes, 64 << 20);
+        let d = parse_registration("m=x.wasm").expect("defaults");
+        assert_eq!(d.policy.retries, 3);
+        assert_eq!(d.policy.limits.timeout, Duration::from_secs(15));
+        assert!(parse_registration("x.wasm").is_err());
+        assert!(parse_registration("m=x.wasm,colour=red").is_err());
     }
 
     #[test]

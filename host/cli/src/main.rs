@@ -44,6 +44,12 @@ enum Command {
         /// return `unavailable`.
         #[arg(long)]
         engine: Option<String>,
+        /// Register a reward component: NAME=PATH[,timeout=15s,retries=3,memory=256MiB,fuel=N].
+        #[arg(long = "reward", value_parser = limits::parse_registration)]
+        rewards: Vec<limits::Registration>,
+        /// Register a tool component: NAME=PATH[,timeout=..,retries=..,memory=..,fuel=..].
+        #[arg(long = "tool", value_parser = limits::parse_registration)]
+        tools: Vec<limits::Registration>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -78,9 +84,23 @@ fn main() -> anyhow::Result<()> {
                 data,
                 config,
                 engine,
+                rewards,
+                tools,
                 json,
                 limits,
-            } => run(&workflow, &data, &config, engine.as_deref(), json, &limits).await,
+            } => {
+                let components = Components { rewards, tools };
+                run(
+                    &workflow,
+                    &data,
+                    &config,
+                    engine.as_deref(),
+                    &components,
+                    json,
+                    &limits,
+                )
+                .await
+            }
             Command::Bench { which } => bench::run(which).await,
         }
     })
@@ -134,11 +154,18 @@ fn parse_object(what: &str, text: &str) -> anyhow::Result<serde_json::Value> {
     Ok(v)
 }
 
+/// Reward and tool components to register before running.
+struct Components {
+    rewards: Vec<limits::Registration>,
+    tools: Vec<limits::Registration>,
+}
+
 async fn run(
     workflow: &Path,
     data: &str,
     config: &str,
     engine: Option<&str>,
+    components: &Components,
     json: bool,
     limit_args: &limits::LimitArgs,
 ) -> anyhow::Result<()> {
@@ -147,13 +174,25 @@ async fn run(
     if let Some(spec) = engine {
         services = services.with_backend(backend(spec)?);
     }
+    let fuel = limits.fuel.is_some()
+        || components
+            .rewards
+            .iter()
+            .chain(&components.tools)
+            .any(|r| r.policy.limits.fuel.is_some());
     let runtime = Runtime::new(
         RuntimeConfig {
-            fuel: limits.fuel.is_some(),
+            fuel,
             ..RuntimeConfig::default()
         },
         services,
     )?;
+    for r in &components.rewards {
+        runtime.register_reward(&r.name, &r.path, r.policy.clone())?;
+    }
+    for t in &components.tools {
+        runtime.register_tool(&t.name, &t.path, t.policy.clone())?;
+    }
     let component = runtime.load_workflow(workflow)?;
     let mut request = EpisodeRequest::new("r0-s0", parse_object("data", data)?);
     request.config = parse_object("config", config)?;
@@ -174,6 +213,7 @@ async fn run(
             "tensors": tensors,
             "metadata": match &report.outcome { EpisodeOutcome::Accepted(t) => t.metadata.clone(), _ => serde_json::Value::Null },
             "stats": report.stats,
+            "reward_calls": report.reward_calls,
             "logs": report.logs,
             "stdout": report.stdout,
             "stderr": report.stderr,
@@ -202,6 +242,22 @@ async fn run(
             }
             EpisodeOutcome::Rejected => println!("rejected (the workflow returned nothing)"),
             EpisodeOutcome::Failed(f) => println!("failed   [{}] {f}", f.kind()),
+        }
+        for c in &report.reward_calls {
+            println!(
+                "reward   {} = {} ({} attempts, {:.2} ms{}{})",
+                c.name,
+                c.value
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "none".into()),
+                c.attempts,
+                c.wall_us as f64 / 1e3,
+                if c.timed_out { ", timed out" } else { "" },
+                c.error
+                    .as_deref()
+                    .map(|e| format!(", {e}"))
+                    .unwrap_or_default()
+            );
         }
         for (k, v) in &report.stats {
             println!("stat     {k} = {v}");

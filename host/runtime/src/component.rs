@@ -177,6 +177,58 @@ impl Runtime {
         Ok(ToolComponent { info, pre })
     }
 
+    /// Load a reward component and register it under `name` for workflows' `rewards.score`.
+    pub fn register_reward(
+        &self,
+        name: &str,
+        path: &Path,
+        policy: crate::CallPolicy,
+    ) -> anyhow::Result<ComponentInfo> {
+        check_name("reward", name)?;
+        policy
+            .limits
+            .validate()
+            .map_err(|e| anyhow::anyhow!("reward `{name}`: {e}"))?;
+        let component = self.load_reward(path)?;
+        let info = component.info.clone();
+        self.services.add_reward(
+            name.to_string(),
+            crate::Registered {
+                component,
+                policy,
+                engine: self.engine.clone(),
+                fuel_metering: self.config.fuel,
+            },
+        );
+        Ok(info)
+    }
+
+    /// Load a tool component and register it under `name` for workflows' `tools.call`.
+    pub fn register_tool(
+        &self,
+        name: &str,
+        path: &Path,
+        policy: crate::CallPolicy,
+    ) -> anyhow::Result<ComponentInfo> {
+        check_name("tool", name)?;
+        policy
+            .limits
+            .validate()
+            .map_err(|e| anyhow::anyhow!("tool `{name}`: {e}"))?;
+        let component = self.load_tool(path)?;
+        let info = component.info.clone();
+        self.services.add_tool(
+            name.to_string(),
+            crate::Registered {
+                component,
+                policy,
+                engine: self.engine.clone(),
+                fuel_metering: self.config.fuel,
+            },
+        );
+        Ok(info)
+    }
+
     fn compile(&self, path: &Path) -> anyhow::Result<(ComponentInfo, Component)> {
         let meta = std::fs::metadata(path)
             .with_context(|| format!("cannot read component {}", path.display()))?;
@@ -218,6 +270,18 @@ impl Runtime {
         };
         Ok((info, component))
     }
+}
+
+fn check_name(what: &str, name: &str) -> anyhow::Result<()> {
+    if name.is_empty()
+        || name.len() > 128
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        bail!("{what} name `{name}` is invalid: use 1-128 letters, digits, `-`, `_` or `.`");
+    }
+    Ok(())
 }
 
 fn check_header(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {

@@ -14,7 +14,7 @@ use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
 use crate::limits::Limits;
 use crate::runtime::Runtime;
 use crate::sandbox::{fuel_consumed, guarded, new_store};
-use crate::state::LogLine;
+use crate::state::{LogLine, RewardRecord};
 
 /// What the host gives a workflow for one episode.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,6 +111,8 @@ pub struct EpisodeReport {
     pub fuel_consumed: Option<u64>,
     /// Wall time of the whole episode.
     pub wall: Duration,
+    /// Reward calls made, in order, with their accounting.
+    pub reward_calls: Vec<RewardRecord>,
 }
 
 /// Summary of an episode for logs and `--json` output (no tensor data).
@@ -158,7 +160,13 @@ impl Runtime {
         limits: Arc<Limits>,
     ) -> EpisodeReport {
         let start = Instant::now();
-        let mut store = new_store(self, request.id.clone(), limits);
+        let mut store = new_store(
+            &self.engine,
+            self.config.fuel,
+            self.services.clone(),
+            request.id.clone(),
+            limits,
+        );
         let input = EpisodeInput {
             episode_id: request.id.clone(),
             data: request.data.to_string(),
@@ -185,7 +193,7 @@ impl Runtime {
                 Err(fault) => EpisodeOutcome::Failed(fault),
             },
         };
-        let fuel = fuel_consumed(self, &store);
+        let fuel = fuel_consumed(self.config.fuel, &store);
         let peak = store.data().limiter.peak_bytes();
         let state = store.into_data();
         let ctx = state.ctx;
@@ -205,6 +213,7 @@ impl Runtime {
             peak_memory_bytes: peak,
             fuel_consumed: fuel,
             wall: start.elapsed(),
+            reward_calls: ctx.reward_calls,
         };
         if let EpisodeOutcome::Failed(f) = &report.outcome {
             tracing::warn!(episode = %report.id, kind = f.kind(), "episode failed: {f}");

@@ -62,8 +62,8 @@ pub use fault::GuestFault;
 pub use limits::{Limits, MAX_MEMORY_BYTES_CAP};
 pub use runtime::{EPOCH_TICK, Runtime, RuntimeConfig, default_cache_dir};
 pub use services::Services;
-pub use state::{LogLine, MAX_TABLE_ELEMENTS};
-pub use untrusted::{CallReport, RewardCall};
+pub use state::{LogLine, MAX_TABLE_ELEMENTS, RewardRecord};
+pub use untrusted::{CallPolicy, CallReport, Registered, RewardCall};
 
 impl bindings::types::Host for state::StoreState {}
 impl bindings::episode::Host for state::StoreState {}

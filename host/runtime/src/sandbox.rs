@@ -10,7 +10,7 @@ use wasmtime::{Store, UpdateDeadline};
 
 use crate::fault::{FaultContext, GuestFault, classify};
 use crate::limits::Limits;
-use crate::runtime::Runtime;
+use crate::services::Services;
 use crate::state::StoreState;
 
 /// Extra wall time allowed beyond the deadline for the outer timeout, which only fires when
@@ -26,13 +26,19 @@ pub(crate) type GuestFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Resul
 
 /// A store with `limits` applied: memory limiter, hostcall fuel, handle cap, fuel, and an
 /// epoch callback that yields every tick and interrupts at the deadline.
-pub(crate) fn new_store(runtime: &Runtime, id: String, limits: Arc<Limits>) -> Store<StoreState> {
-    let state = StoreState::new(id, limits.clone(), runtime.services.clone());
-    let mut store = Store::new(&runtime.engine, state);
+pub(crate) fn new_store(
+    engine: &wasmtime::Engine,
+    fuel_metering: bool,
+    services: Arc<Services>,
+    id: String,
+    limits: Arc<Limits>,
+) -> Store<StoreState> {
+    let state = StoreState::new(id, limits.clone(), services);
+    let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_hostcall_fuel(limits.max_boundary_bytes);
     store.set_max_component_handles(limits.max_handles.saturating_add(HANDLE_SLACK));
-    if runtime.config.fuel {
+    if fuel_metering {
         // A store starts with zero fuel; unmetered stores get effectively unlimited fuel.
         let _ = store.set_fuel(limits.fuel.unwrap_or(u64::MAX));
     }
@@ -79,8 +85,8 @@ pub(crate) async fn guarded<R>(
 }
 
 /// Fuel consumed by the store, when fuel metering is on.
-pub(crate) fn fuel_consumed(runtime: &Runtime, store: &Store<StoreState>) -> Option<u64> {
-    if !runtime.config.fuel {
+pub(crate) fn fuel_consumed(fuel_metering: bool, store: &Store<StoreState>) -> Option<u64> {
+    if !fuel_metering {
         return None;
     }
     let start = store.data().ctx.limits.fuel.unwrap_or(u64::MAX);

@@ -1,23 +1,50 @@
 //! What the host offers guests beyond their sandbox: the inference backend, the policy
-//! version, and the registries of reward and tool components. Shared by all episodes.
+//! version, the registries of reward and tool components, and the bounded pool their calls run
+//! in. Shared by all episodes.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, RwLock};
 
 use rollbox_engines::InferenceBackend;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
-/// Shared host services. Cheap to share behind an `Arc`; every episode's store points here.
-#[derive(Default)]
+use crate::component::{RewardComponent, ToolComponent};
+use crate::untrusted::Registered;
+
+/// Shared host services. Every episode's store points here.
 pub struct Services {
     backend: Option<Arc<dyn InferenceBackend>>,
     version: AtomicI32,
     default_stop_ids: Vec<u32>,
+    rewards: RwLock<BTreeMap<String, Arc<Registered<RewardComponent>>>>,
+    tools: RwLock<BTreeMap<String, Arc<Registered<ToolComponent>>>>,
+    untrusted_pool: Semaphore,
+    untrusted_pool_size: usize,
+}
+
+impl Default for Services {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Services {
-    /// Services with no inference backend (generate calls return `unavailable`).
+    /// Services with no inference backend (generate calls return `unavailable`) and an
+    /// untrusted-call pool of one slot per CPU core.
     pub fn new() -> Self {
-        Self::default()
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        Services {
+            backend: None,
+            version: AtomicI32::new(0),
+            default_stop_ids: Vec::new(),
+            rewards: RwLock::new(BTreeMap::new()),
+            tools: RwLock::new(BTreeMap::new()),
+            untrusted_pool: Semaphore::new(cores),
+            untrusted_pool_size: cores,
+        }
     }
 
     /// Use `backend` for `generate`; its default stop ids (eos/pad) become the host's.
@@ -25,6 +52,26 @@ impl Services {
         self.default_stop_ids = backend.default_stop_ids();
         self.backend = Some(backend);
         self
+    }
+
+    /// Size the pool that reward and tool calls run in (default: one slot per core). Calls
+    /// beyond it queue, so CPU-bound reward code cannot take every core from the host's I/O.
+    pub fn with_untrusted_pool(mut self, slots: usize) -> Self {
+        let slots = slots.max(1);
+        self.untrusted_pool = Semaphore::new(slots);
+        self.untrusted_pool_size = slots;
+        self
+    }
+
+    /// Slots in the untrusted-call pool.
+    pub fn untrusted_pool_size(&self) -> usize {
+        self.untrusted_pool_size
+    }
+
+    pub(crate) async fn untrusted_slot(&self) -> Option<SemaphorePermit<'_>> {
+        // The semaphore is never closed, so acquire cannot fail; `None` would only mean
+        // running without a slot.
+        self.untrusted_pool.acquire().await.ok()
     }
 
     /// The inference backend, if one is configured.
@@ -45,5 +92,53 @@ impl Services {
     /// Set the policy version (after a weight update).
     pub fn set_version(&self, version: i32) {
         self.version.store(version, Ordering::Release);
+    }
+
+    pub(crate) fn add_reward(&self, name: String, reg: Registered<RewardComponent>) {
+        let mut map = self.rewards.write().unwrap_or_else(|p| p.into_inner());
+        map.insert(name, Arc::new(reg));
+    }
+
+    pub(crate) fn add_tool(&self, name: String, reg: Registered<ToolComponent>) {
+        let mut map = self.tools.write().unwrap_or_else(|p| p.into_inner());
+        map.insert(name, Arc::new(reg));
+    }
+
+    /// The reward registered under `name`.
+    pub fn reward(&self, name: &str) -> Option<Arc<Registered<RewardComponent>>> {
+        self.rewards
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// The tool registered under `name`.
+    pub fn tool(&self, name: &str) -> Option<Arc<Registered<ToolComponent>>> {
+        self.tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Registered reward names, sorted.
+    pub fn reward_names(&self) -> Vec<String> {
+        self.rewards
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Registered tool names, sorted.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 }

@@ -66,6 +66,7 @@ impl StoreState {
                 stats: Vec::new(),
                 dropped_logs: 0,
                 rid_counter: 0,
+                reward_calls: Vec::new(),
             },
         }
     }
@@ -89,6 +90,28 @@ pub struct EpisodeCtx {
     pub(crate) stats: Vec<(String, f64)>,
     pub(crate) dropped_logs: u64,
     pub(crate) rid_counter: u64,
+    pub(crate) reward_calls: Vec<RewardRecord>,
+}
+
+/// One reward call made by the episode, with its accounting.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RewardRecord {
+    /// The reward's registered name.
+    pub name: String,
+    /// The score, when there is one.
+    pub value: Option<f64>,
+    /// True when the value is the 0.0 timeout fallback.
+    pub timed_out: bool,
+    /// Wall time over all attempts, µs.
+    pub wall_us: u64,
+    /// Fuel over all attempts, when metered.
+    pub fuel: Option<u64>,
+    /// Largest linear memory of any attempt, bytes.
+    pub peak_memory_bytes: u64,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The error returned to the workflow, if any.
+    pub error: Option<String>,
 }
 
 /// A soft limit was refused twice: the guest ignored the first refusal.

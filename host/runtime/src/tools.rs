@@ -1,25 +1,32 @@
-//! Host side of the `tools` interface.
-//!
-//! No tool components are registered by this runtime yet: `call` returns an `unknown` value
-//! naming the registered tools (none) and how to register one. Never traps.
+//! Host side of the `tools` interface: call a registered tool component in its own sandbox
+//! with the same limits model as rewards. Failures are values (`unknown`, `timeout`,
+//! `trapped`, `invalid-output`), never traps of the calling workflow.
 
 use crate::bindings::tools::{self, ToolResult};
 use crate::bindings::types::Error;
+use crate::rewards::unknown;
 use crate::state::StoreState;
+use crate::untrusted::call_with_retries;
 
 impl tools::Host for StoreState {
     async fn call(
         &mut self,
         name: String,
-        _args: String,
+        args: String,
     ) -> wasmtime::Result<Result<ToolResult, Error>> {
-        Ok(Err(Error::Unknown(format!(
-            "no tool named `{}` is registered (registered: none); register one with --tool NAME=PATH",
-            crate::fault::truncate(&name, 256)
-        ))))
+        let services = self.ctx.services.clone();
+        let Some(reg) = services.tool(&name) else {
+            return Ok(Err(unknown(
+                "tool",
+                "--tool",
+                &name,
+                &services.tool_names(),
+            )));
+        };
+        Ok(call_with_retries(&name, &reg, args, &services).await)
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
-        Ok(Vec::new())
+        Ok(self.ctx.services.tool_names())
     }
 }

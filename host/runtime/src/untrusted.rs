@@ -1,15 +1,23 @@
-//! One sandboxed call of a reward or tool component: a fresh instance, the untrusted-call
-//! limits, and the outcome with its accounting. Retries and registries build on this.
+//! Sandboxed calls of reward and tool components: one attempt in a fresh instance under the
+//! untrusted-call limits ([`CallReport`]), and AReaL's `AsyncRewardWrapper` semantics on top
+//! (bounded concurrency, retries, 0.0 after the last timed-out attempt), done right: a timed-out
+//! attempt is interrupted and its instance dropped, so no worker stays stuck.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::bindings::types::RewardInput;
+use wasmtime::Engine;
+
+use crate::bindings::rewards::ScoreResult;
+use crate::bindings::tools::ToolResult;
+use crate::bindings::types::{Accounting, Error, RewardInput};
 use crate::component::{RewardComponent, ToolComponent};
 use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
 use crate::limits::Limits;
 use crate::runtime::Runtime;
-use crate::sandbox::{fuel_consumed, guarded, new_store};
+use crate::sandbox::{GuestFuture, fuel_consumed, guarded, new_store};
+use crate::services::Services;
+use crate::state::StoreState;
 
 /// What one attempt of a reward or tool call produced and cost.
 #[derive(Debug, Clone)]
@@ -41,6 +49,45 @@ pub struct RewardCall {
     pub data: serde_json::Value,
 }
 
+/// How a registered reward or tool is called: its limits and how often a failed attempt is
+/// retried. Defaults follow AReaL's `AsyncRewardWrapper`: 15 s, 3 retries, 256 MiB.
+#[derive(Debug, Clone)]
+pub struct CallPolicy {
+    /// Limits of each attempt (`Limits::untrusted_call()` by default).
+    pub limits: Arc<Limits>,
+    /// Attempts after the first one. Default 3.
+    pub retries: u32,
+}
+
+impl Default for CallPolicy {
+    fn default() -> Self {
+        CallPolicy {
+            limits: Arc::new(Limits::untrusted_call()),
+            retries: 3,
+        }
+    }
+}
+
+/// A reward or tool component registered under a name, with what it takes to run it.
+pub struct Registered<C> {
+    pub(crate) component: C,
+    pub(crate) policy: CallPolicy,
+    pub(crate) engine: Engine,
+    pub(crate) fuel_metering: bool,
+}
+
+impl<C> Registered<C> {
+    /// The component.
+    pub fn component(&self) -> &C {
+        &self.component
+    }
+
+    /// Its call policy.
+    pub fn policy(&self) -> &CallPolicy {
+        &self.policy
+    }
+}
+
 impl Runtime {
     /// Score once with `reward` in a fresh sandbox. A NaN or infinite score is an
     /// `InvalidOutput` fault.
@@ -57,24 +104,7 @@ impl Runtime {
             completion_ids: call.completion_ids,
             data: call.data.to_string(),
         };
-        let pre = reward.pre.clone();
-        let id = format!("reward:{}", short(&reward.info.sha256));
-        self.untrusted(id, limits, move |store| {
-            Box::pin(async move {
-                let b = pre.instantiate_async(&mut *store).await?;
-                b.call_score(&mut *store, &input).await
-            })
-        })
-        .await
-        .and_then(|v| {
-            if v.is_finite() {
-                Ok(v)
-            } else {
-                Err(GuestFault::InvalidOutput {
-                    message: format!("the reward returned {v}; return a finite number"),
-                })
-            }
-        })
+        score_once(&self.engine, self.config.fuel, reward, input, limits).await
     }
 
     /// Call `tool` once in a fresh sandbox.
@@ -85,41 +115,79 @@ impl Runtime {
         args: String,
         limits: Arc<Limits>,
     ) -> CallReport<String> {
-        let pre = tool.pre.clone();
-        let id = format!("tool:{}", short(&tool.info.sha256));
-        self.untrusted(id, limits, move |store| {
-            Box::pin(async move {
-                let b = pre.instantiate_async(&mut *store).await?;
-                b.call_call(&mut *store, &name, &args).await
-            })
-        })
-        .await
+        tool_once(&self.engine, self.config.fuel, tool, name, args, limits).await
     }
+}
 
-    async fn untrusted<T>(
-        &self,
-        id: String,
-        limits: Arc<Limits>,
-        call: impl for<'a> FnOnce(
-            &'a mut wasmtime::Store<crate::state::StoreState>,
-        ) -> crate::sandbox::GuestFuture<'a, Result<T, String>>,
-    ) -> CallReport<T> {
-        let start = Instant::now();
-        let mut store = new_store(self, id, limits);
-        let result = match guarded(&mut store, call).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(message)) => Err(GuestFault::GuestError {
-                message: truncate(&message, MAX_FAULT_MESSAGE_BYTES),
-            }),
-            Err(f) => Err(f),
-        };
-        CallReport {
-            result,
-            wall: start.elapsed(),
-            peak_memory_bytes: store.data().limiter.peak_bytes(),
-            fuel_consumed: fuel_consumed(self, &store),
-            stderr: store.data().ctx.stderr.take().0,
+async fn score_once(
+    engine: &Engine,
+    fuel: bool,
+    reward: &RewardComponent,
+    input: RewardInput,
+    limits: Arc<Limits>,
+) -> CallReport<f64> {
+    let pre = reward.pre.clone();
+    let id = format!("reward:{}", short(&reward.info.sha256));
+    attempt(engine, fuel, id, limits, move |store| {
+        Box::pin(async move {
+            let b = pre.instantiate_async(&mut *store).await?;
+            b.call_score(&mut *store, &input).await
+        })
+    })
+    .await
+    .and_then(|v| {
+        if v.is_finite() {
+            Ok(v)
+        } else {
+            Err(GuestFault::InvalidOutput {
+                message: format!("the reward returned {v}; return a finite number"),
+            })
         }
+    })
+}
+
+async fn tool_once(
+    engine: &Engine,
+    fuel: bool,
+    tool: &ToolComponent,
+    name: String,
+    args: String,
+    limits: Arc<Limits>,
+) -> CallReport<String> {
+    let pre = tool.pre.clone();
+    let id = format!("tool:{}", short(&tool.info.sha256));
+    attempt(engine, fuel, id, limits, move |store| {
+        Box::pin(async move {
+            let b = pre.instantiate_async(&mut *store).await?;
+            b.call_call(&mut *store, &name, &args).await
+        })
+    })
+    .await
+}
+
+async fn attempt<T>(
+    engine: &Engine,
+    fuel: bool,
+    id: String,
+    limits: Arc<Limits>,
+    call: impl for<'a> FnOnce(&'a mut wasmtime::Store<StoreState>) -> GuestFuture<'a, Result<T, String>>,
+) -> CallReport<T> {
+    let start = Instant::now();
+    // Reward and tool stores get no services: their world imports nothing that uses them.
+    let mut store = new_store(engine, fuel, Arc::new(Services::new()), id, limits);
+    let result = match guarded(&mut store, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(message)) => Err(GuestFault::GuestError {
+            message: truncate(&message, MAX_FAULT_MESSAGE_BYTES),
+        }),
+        Err(f) => Err(f),
+    };
+    CallReport {
+        result,
+        wall: start.elapsed(),
+        peak_memory_bytes: store.data().limiter.peak_bytes(),
+        fuel_consumed: fuel_consumed(fuel, &store),
+        stderr: store.data().ctx.stderr.take().0,
     }
 }
 
@@ -137,4 +205,145 @@ impl<T> CallReport<T> {
 
 fn short(sha: &str) -> &str {
     sha.get(..12).unwrap_or(sha)
+}
+
+/// Sums attempts into one `Accounting`.
+#[derive(Default)]
+struct Tally {
+    wall: Duration,
+    fuel: Option<u64>,
+    peak: usize,
+    attempts: u32,
+}
+
+impl Tally {
+    fn add<T>(&mut self, r: &CallReport<T>) {
+        self.wall += r.wall;
+        self.peak = self.peak.max(r.peak_memory_bytes);
+        self.attempts += 1;
+        if let Some(f) = r.fuel_consumed {
+            self.fuel = Some(self.fuel.unwrap_or(0) + f);
+        }
+    }
+
+    fn accounting(&self) -> Accounting {
+        Accounting {
+            wall_us: self.wall.as_micros() as u64,
+            fuel: self.fuel,
+            peak_memory_bytes: self.peak as u64,
+            attempts: self.attempts,
+        }
+    }
+}
+
+/// The guest-visible error for a fault of the last attempt.
+fn fault_to_error(what: &str, name: &str, attempts: u32, f: &GuestFault) -> Error {
+    let msg = format!("{what} `{name}` failed on all {attempts} attempts: {f}");
+    match f {
+        GuestFault::Timeout { .. } => Error::Timeout(msg),
+        GuestFault::InvalidOutput { .. }
+        | GuestFault::BoundaryLimit { .. }
+        | GuestFault::GuestError { .. } => Error::InvalidOutput(msg),
+        _ => Error::Trapped(msg),
+    }
+}
+
+/// AReaL's `AsyncRewardWrapper` semantics: up to `1 + retries` attempts, each in a fresh
+/// instance holding one slot of the shared untrusted pool. Timeouts on every attempt give
+/// reward 0.0 with `timed-out` set; any other failure of the last attempt is an error value.
+pub(crate) async fn score_with_retries(
+    name: &str,
+    reg: &Registered<RewardComponent>,
+    input: RewardInput,
+    services: &Services,
+) -> (Result<ScoreResult, Error>, Accounting) {
+    let mut tally = Tally::default();
+    let mut last = None;
+    for _ in 0..=reg.policy.retries {
+        let _slot = services.untrusted_slot().await;
+        let r = score_once(
+            &reg.engine,
+            reg.fuel_metering,
+            &reg.component,
+            input.clone(),
+            reg.policy.limits.clone(),
+        )
+        .await;
+        tally.add(&r);
+        match r.result {
+            Ok(value) => {
+                let accounting = tally.accounting();
+                let score = ScoreResult {
+                    value,
+                    timed_out: false,
+                    accounting,
+                };
+                return (Ok(score), accounting);
+            }
+            Err(f) => {
+                tracing::warn!(
+                    reward = name,
+                    attempt = tally.attempts,
+                    "reward attempt failed: {f}"
+                );
+                last = Some(f);
+            }
+        }
+    }
+    let accounting = tally.accounting();
+    let result = match last {
+        Some(GuestFault::Timeout { limit_ms }) => {
+            tracing::warn!(
+                reward = name,
+                "reward timed out ({limit_ms} ms) on all {} attempts; using 0.0 (raise the timeout with --reward {name}=PATH,timeout=...)",
+                tally.attempts
+            );
+            Ok(ScoreResult {
+                value: 0.0,
+                timed_out: true,
+                accounting,
+            })
+        }
+        Some(f) => Err(fault_to_error("reward", name, tally.attempts, &f)),
+        None => Err(Error::Trapped(format!("reward `{name}` made no attempt"))),
+    };
+    (result, accounting)
+}
+
+/// Tool calls: the same retry loop; a tool has no fallback value, so every final failure is an
+/// error value.
+pub(crate) async fn call_with_retries(
+    name: &str,
+    reg: &Registered<ToolComponent>,
+    args: String,
+    services: &Services,
+) -> Result<ToolResult, Error> {
+    let mut tally = Tally::default();
+    let mut last = None;
+    for _ in 0..=reg.policy.retries {
+        let _slot = services.untrusted_slot().await;
+        let r = tool_once(
+            &reg.engine,
+            reg.fuel_metering,
+            &reg.component,
+            name.to_string(),
+            args.clone(),
+            reg.policy.limits.clone(),
+        )
+        .await;
+        tally.add(&r);
+        match r.result {
+            Ok(output) => {
+                return Ok(ToolResult {
+                    output,
+                    accounting: tally.accounting(),
+                });
+            }
+            Err(f) => last = Some(f),
+        }
+    }
+    match last {
+        Some(f) => Err(fault_to_error("tool", name, tally.attempts, &f)),
+        None => Err(Error::Trapped(format!("tool `{name}` made no attempt"))),
+    }
 }

@@ -1,0 +1,199 @@
+//! Registered rewards called from workflows and from the host: AsyncRewardWrapper semantics
+//! (timeouts really stop the guest, retries, 0.0 after the last timeout), typed errors, limits.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rollbox_runtime::{CallPolicy, EpisodeOutcome, EpisodeRequest, Limits, RewardCall, Runtime};
+use rollbox_tensor::TensorData;
+use rollbox_tests::components as c;
+use rollbox_tests::runtime;
+use serde_json::json;
+
+fn policy(timeout_ms: u64, retries: u32) -> CallPolicy {
+    CallPolicy {
+        limits: Arc::new(Limits {
+            timeout: Duration::from_millis(timeout_ms),
+            ..Limits::untrusted_call()
+        }),
+        retries,
+    }
+}
+
+/// Run the echo workflow scoring with reward `name`; return the reward tensor and the report.
+async fn echo_with_reward(
+    rt: &Runtime,
+    name: &str,
+    row: serde_json::Value,
+) -> rollbox_runtime::EpisodeReport {
+    let echo = rt
+        .load_workflow(Path::new(c::WORKFLOW_ECHO))
+        .expect("echo loads");
+    let mut data = row;
+    data["input_ids"] = json!([1, 2, 3]);
+    rt.run_episode(
+        &echo,
+        EpisodeRequest {
+            config: json!({"reward": name}),
+            ..EpisodeRequest::new("r0-s0", data)
+        },
+        Arc::new(Limits::default()),
+    )
+    .await
+}
+
+fn reward_of(r: &rollbox_runtime::EpisodeReport) -> f32 {
+    match &r.outcome {
+        EpisodeOutcome::Accepted(t) => match t.get("rewards").expect("rewards").data() {
+            TensorData::F32(v) => v[0],
+            other => panic!("rewards dtype {other:?}"),
+        },
+        other => panic!(
+            "accepted expected, got {} ({:?})",
+            other.kind(),
+            r.reward_calls
+        ),
+    }
+}
+
+#[tokio::test]
+async fn workflow_scores_through_a_registered_reward() {
+    let rt = runtime();
+    rt.register_reward("faulty", Path::new(c::REWARD_FAULTY), CallPolicy::default())
+        .expect("register");
+    let r = echo_with_reward(&rt, "faulty", json!({"value": 0.75})).await;
+    assert_eq!(reward_of(&r), 0.75);
+    assert_eq!(r.reward_calls.len(), 1);
+    assert_eq!(r.reward_calls[0].attempts, 1);
+    assert!(r.reward_calls[0].peak_memory_bytes > 0);
+}
+
+#[tokio::test]
+async fn a_spinning_reward_is_stopped_retried_and_scored_zero() {
+    let rt = runtime();
+    rt.register_reward("spin", Path::new(c::REWARD_SPIN), policy(200, 2))
+        .expect("register");
+    let start = Instant::now();
+    let r = echo_with_reward(&rt, "spin", json!({})).await;
+    let elapsed = start.elapsed();
+    assert_eq!(reward_of(&r), 0.0);
+    let call = &r.reward_calls[0];
+    assert!(call.timed_out);
+    assert_eq!(call.attempts, 3);
+    // Three attempts of 200 ms, each really interrupted (+10 % and scheduling slack).
+    assert!(call.wall_us >= 600_000, "{call:?}");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+    // The pool slot is free again: a normal reward call right after works.
+    rt.register_reward("ok", Path::new(c::REWARD_FAULTY), CallPolicy::default())
+        .expect("register");
+    assert_eq!(
+        reward_of(&echo_with_reward(&rt, "ok", json!({"value": 1.0})).await),
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn failing_rewards_are_retried_then_reported_to_the_workflow() {
+    let rt = runtime();
+    rt.register_reward("faulty", Path::new(c::REWARD_FAULTY), policy(15_000, 1))
+        .expect("register");
+    for (mode, expect) in [
+        ("panic", "trapped"),
+        ("nan", "invalid_output"),
+        ("err", "invalid_output"),
+        ("alloc", "trapped"),
+        ("huge", "invalid_output"),
+    ] {
+        let r = echo_with_reward(&rt, "faulty", json!({"mode": mode})).await;
+        // The echo workflow propagates reward errors as its own error.
+        let EpisodeOutcome::Failed(f) = &r.outcome else {
+            panic!(
+                "{mode}: expected the workflow to fail, got {}",
+                r.outcome.kind()
+            )
+        };
+        assert!(
+            f.to_string()
+                .contains("reward `faulty` failed on all 2 attempts"),
+            "{mode}: {f}"
+        );
+        let call = &r.reward_calls[0];
+        assert_eq!(call.attempts, 2, "{mode}");
+        assert!(
+            call.error.as_deref().unwrap_or("").starts_with(expect),
+            "{mode}: {call:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn reward_sandbox_denies_files_env_and_sockets() {
+    let rt = runtime();
+    rt.register_reward("faulty", Path::new(c::REWARD_FAULTY), CallPolicy::default())
+        .expect("register");
+    assert_eq!(
+        reward_of(&echo_with_reward(&rt, "faulty", json!({"mode": "snoop"})).await),
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn unknown_reward_names_list_the_registered_ones() {
+    let rt = runtime();
+    rt.register_reward("math", Path::new(c::REWARD_FAULTY), CallPolicy::default())
+        .expect("register");
+    let r = echo_with_reward(&rt, "nope", json!({})).await;
+    let EpisodeOutcome::Failed(f) = &r.outcome else {
+        panic!("expected failure")
+    };
+    assert!(
+        f.to_string()
+            .contains("no reward named `nope` is registered (registered: math)"),
+        "{f}"
+    );
+    let err = rt
+        .register_reward(
+            "bad name!",
+            Path::new(c::REWARD_FAULTY),
+            CallPolicy::default(),
+        )
+        .expect_err("invalid name");
+    assert!(err.to_string().contains("invalid"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pathological_reward_does_not_delay_the_others() {
+    let rt = Arc::new(runtime());
+    rt.register_reward("spin", Path::new(c::REWARD_SPIN), policy(1_000, 0))
+        .expect("register");
+    let fast = rt.load_reward(Path::new(c::REWARD_FAULTY)).expect("load");
+    let slow = {
+        let rt = rt.clone();
+        tokio::spawn(async move { echo_with_reward(&rt, "spin", json!({})).await })
+    };
+    // 200 ordinary reward calls while the spinning one holds a core.
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for i in 0..200 {
+        let (rt, fast) = (rt.clone(), fast.clone());
+        handles.push(tokio::spawn(async move {
+            let call = RewardCall {
+                data: json!({"value": i as f64}),
+                ..RewardCall::default()
+            };
+            rt.call_reward(&fast, call, Arc::new(Limits::untrusted_call()))
+                .await
+                .result
+        }));
+    }
+    for (i, h) in handles.into_iter().enumerate() {
+        assert_eq!(h.await.expect("join"), Ok(i as f64));
+    }
+    let fast_elapsed = start.elapsed();
+    let slow = slow.await.expect("join");
+    assert_eq!(reward_of(&slow), 0.0);
+    assert!(slow.reward_calls[0].timed_out);
+    // The ordinary calls finished while the spinning reward was still being interrupted.
+    assert!(fast_elapsed < Duration::from_secs(30), "{fast_elapsed:?}");
+}
