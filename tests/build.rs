@@ -33,33 +33,42 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
 
+    // Workflow components (workflow world) and untrusted components (reward and tool worlds)
+    // are built in separate cargo invocations: cargo unifies the SDK's features within one
+    // build, and a reward component must not carry the workflow world.
     let mut packages = vec!["rollbox-test-programs".to_string()];
-    let mut workflow_crates = Vec::new();
-    for entry in std::fs::read_dir(root.join("workflows")).expect("reading workflows/") {
-        let dir = entry.expect("workflows/ entry").path();
-        let manifest = dir.join("Cargo.toml");
-        if let Ok(text) = std::fs::read_to_string(&manifest) {
-            let name = text
-                .lines()
-                .find_map(|l| {
-                    l.trim()
-                        .strip_prefix("name = ")
-                        .map(|n| n.trim_matches('"').to_string())
-                })
-                .expect("workflow crate has a name");
-            packages.push(name.clone());
-            workflow_crates.push(name);
+    let mut untrusted = vec!["rollbox-test-reward-programs".to_string()];
+    let mut component_crates = Vec::new();
+    for (dir, is_workflow) in [
+        ("workflows", true),
+        ("workflows/rewards", false),
+        ("workflows/tools", false),
+    ] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
+        for entry in entries {
+            let manifest = entry.expect("directory entry").path().join("Cargo.toml");
+            if let Ok(text) = std::fs::read_to_string(&manifest) {
+                let name = text
+                    .lines()
+                    .find_map(|l| {
+                        l.trim()
+                            .strip_prefix("name = ")
+                            .map(|n| n.trim_matches('"').to_string())
+                    })
+                    .expect("component crate has a name");
+                if is_workflow {
+                    packages.push(name.clone());
+                } else {
+                    untrusted.push(name.clone());
+                }
+                component_crates.push(name);
+            }
         }
     }
-
-    // Reward and tool programs are built in their own cargo invocation: cargo unifies the SDK's
-    // features within one build, and a reward component must not carry the workflow world.
     build(&root, &target_dir, &packages);
-    build(
-        &root,
-        &target_dir,
-        &["rollbox-test-reward-programs".to_string()],
-    );
+    build(&root, &target_dir, &untrusted);
 
     let bin_dir = target_dir.join(TARGET).join(PROFILE);
     let mut consts = String::new();
@@ -80,7 +89,7 @@ fn main() {
             wasm.display().to_string()
         ));
     }
-    for name in &workflow_crates {
+    for name in &component_crates {
         let file = name.replace('-', "_");
         let wasm = bin_dir.join(format!("{file}.wasm"));
         let constant = name
@@ -88,11 +97,63 @@ fn main() {
             .replace('-', "_")
             .to_uppercase();
         consts.push_str(&format!(
-            "/// The `{name}` workflow component.\npub const {constant}: &str = {:?};\n",
+            "/// The `{name}` component.\npub const {constant}: &str = {:?};\n",
             wasm.display().to_string()
         ));
     }
+    let python = build_python_reward(&root, &target_dir);
+    consts.push_str(&format!(
+        "/// The Python reward component (`workflows/rewards/python`, componentize-py).\npub const PYTHON_REWARD: &str = {:?};\n",
+        python.display().to_string()
+    ));
     std::fs::write(out.join("components.rs"), consts).expect("writing components.rs");
+}
+
+/// componentize-py version the Python reward is built with (`pip install componentize-py==…`).
+const COMPONENTIZE_PY: &str = "0.25.1";
+
+/// Build `workflows/rewards/python` with componentize-py (`--stub-wasi`), unless the output is
+/// newer than its sources.
+fn build_python_reward(root: &Path, target_dir: &Path) -> PathBuf {
+    let src = root.join("workflows/rewards/python");
+    println!("cargo:rerun-if-changed={}", src.display());
+    let out_dir = target_dir.join("python");
+    std::fs::create_dir_all(&out_dir).expect("creating the python output directory");
+    let wasm = out_dir.join("python_reward.wasm");
+    let newest_source = std::fs::read_dir(&src)
+        .expect("reading workflows/rewards/python")
+        .chain(std::fs::read_dir(root.join("wit")).expect("reading wit/"))
+        .filter_map(|e| e.ok()?.metadata().ok()?.modified().ok())
+        .max();
+    let built = std::fs::metadata(&wasm).and_then(|m| m.modified()).ok();
+    if let (Some(b), Some(s)) = (built, newest_source)
+        && b > s
+    {
+        return wasm;
+    }
+    let status = Command::new("componentize-py")
+        .current_dir(root)
+        .args([
+            "-d",
+            "wit",
+            "-w",
+            "reward",
+            "componentize",
+            "--stub-wasi",
+            "-p",
+        ])
+        .arg(&src)
+        .arg("app")
+        .arg("-o")
+        .arg(&wasm)
+        .status();
+    match status {
+        Ok(s) if s.success() => wasm,
+        Ok(s) => panic!("componentize-py failed ({s}) building {}", src.display()),
+        Err(e) => panic!(
+            "componentize-py is needed to build the Python reward ({e}); install it with `pip install componentize-py=={COMPONENTIZE_PY}`"
+        ),
+    }
 }
 
 fn build(root: &Path, target_dir: &Path, packages: &[String]) {

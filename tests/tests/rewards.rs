@@ -197,3 +197,85 @@ async fn a_pathological_reward_does_not_delay_the_others() {
     // The ordinary calls finished while the spinning reward was still being interrupted.
     assert!(fast_elapsed < Duration::from_secs(30), "{fast_elapsed:?}");
 }
+
+/// GSM8K-like reward inputs with the expected score.
+fn gsm8k_cases() -> Vec<(RewardCall, f64)> {
+    let call = |completion: &str, answer: &str| RewardCall {
+        completion: completion.into(),
+        data: json!({"question": "q", "answer": answer}),
+        ..RewardCall::default()
+    };
+    vec![
+        (
+            call(
+                "48 / 2 = 24, and 48 + 24 = 72. \\boxed{72}",
+                "Natalia sold 48+24 = 72 clips.\n#### 72",
+            ),
+            1.0,
+        ),
+        (call("The total is $1,234.", "1234"), 1.0),
+        (call("\\boxed{\\frac{1}{2}}", "0.5"), 1.0),
+        (call("\\boxed{71}", "#### 72"), 0.0),
+        (call("no idea", "#### 72"), 0.0),
+    ]
+}
+
+#[tokio::test]
+async fn the_rust_math_reward_scores_gsm8k_answers() {
+    let rt = runtime();
+    let math = rt
+        .load_reward(Path::new(c::REWARD_MATH))
+        .expect("math reward loads");
+    for (call, want) in gsm8k_cases() {
+        let completion = call.completion.clone();
+        let r = rt
+            .call_reward(&math, call, Arc::new(Limits::untrusted_call()))
+            .await;
+        assert_eq!(r.result, Ok(want), "{completion:?}");
+    }
+    // A row without a reference answer is the component's error, not a silent 0.
+    let r = rt
+        .call_reward(
+            &math,
+            RewardCall {
+                completion: "\\boxed{1}".into(),
+                ..RewardCall::default()
+            },
+            Arc::new(Limits::untrusted_call()),
+        )
+        .await;
+    assert_eq!(r.result.expect_err("no answer").kind(), "guest_error");
+}
+
+#[tokio::test]
+async fn the_python_reward_runs_sandboxed_and_scores_like_the_rust_one() {
+    let rt = runtime();
+    let info = rt.inspect(Path::new(c::PYTHON_REWARD)).expect("inspect");
+    assert!(
+        info.imports
+            .iter()
+            .all(|i| i.starts_with("rollbox:workflow/")),
+        "--stub-wasi leaves no WASI imports: {:?}",
+        info.imports
+    );
+    rt.register_reward("py", Path::new(c::PYTHON_REWARD), CallPolicy::default())
+        .expect("register");
+    let reg = rt.services().reward("py").expect("registered");
+    for (call, want) in gsm8k_cases() {
+        let completion = call.completion.clone();
+        let r = rt
+            .call_reward(reg.component(), call, Arc::new(Limits::untrusted_call()))
+            .await;
+        assert_eq!(r.result, Ok(want), "{completion:?}: {}", r.stderr);
+    }
+    // Through a workflow, with the registry's retries and accounting.
+    let r = echo_with_reward(&rt, "py", json!({"answer": "0"})).await;
+    assert_eq!(reward_of(&r), 0.0);
+    assert_eq!(r.reward_calls[0].attempts, 1);
+    let r = echo_with_reward(&rt, "py", json!({})).await;
+    assert_eq!(
+        r.outcome.kind(),
+        "guest_error",
+        "a row without `answer` is reported"
+    );
+}

@@ -36,6 +36,28 @@ pub enum Bench {
         )]
         echo: PathBuf,
     },
+    /// Reward-call latency (p50/p99) and throughput for the Rust and Python rewards, next to an
+    /// AReaL-style process-pool call of the same Python scoring measured in the same run.
+    Rewards {
+        /// Sequential calls timed per reward.
+        #[arg(long, default_value_t = 2000)]
+        iterations: usize,
+        /// Calls in flight for the throughput figure.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// The Rust math reward component.
+        #[arg(
+            long,
+            default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_reward_math.wasm"
+        )]
+        math: PathBuf,
+        /// The Python reward component.
+        #[arg(long, default_value = "target/wasm-guests/python/python_reward.wasm")]
+        python: PathBuf,
+        /// The baseline script (skipped when python3 is missing).
+        #[arg(long, default_value = "scripts/reward_baseline.py")]
+        baseline: PathBuf,
+    },
 }
 
 pub async fn run(which: Bench) -> anyhow::Result<()> {
@@ -46,6 +68,46 @@ pub async fn run(which: Bench) -> anyhow::Result<()> {
             trivial,
             echo,
         } => sandbox(iterations, idle, &trivial, &echo).await,
+        Bench::Rewards {
+            iterations,
+            concurrency,
+            math,
+            python,
+            baseline,
+        } => {
+            let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), Services::new())?);
+            println!(
+                "reward bench: each call = fresh instance + score + drop, 15 s / 256 MiB limits"
+            );
+            rewards(
+                runtime.clone(),
+                &math,
+                "rust math reward",
+                iterations,
+                concurrency,
+            )
+            .await?;
+            rewards(
+                runtime,
+                &python,
+                "python reward (componentize-py)",
+                iterations,
+                concurrency,
+            )
+            .await?;
+            match std::process::Command::new("python3")
+                .arg(&baseline)
+                .arg(iterations.to_string())
+                .status()
+            {
+                Ok(s) if s.success() => Ok(()),
+                Ok(s) => bail!("{} failed: {s}", baseline.display()),
+                Err(e) => {
+                    println!("baseline skipped: python3 not runnable ({e})");
+                    Ok(())
+                }
+            }
+        }
     }
 }
 
@@ -219,4 +281,97 @@ impl InferenceBackend for GateBackend {
             })
         }
     }
+}
+
+/// GSM8K-like reward inputs for the reward benchmark.
+fn reward_calls() -> Vec<rollbox_runtime::RewardCall> {
+    let rows = [
+        (
+            "Natalia sold 48/2 = 24 clips in May, 48 + 24 = 72 in total. \\boxed{72}",
+            "Natalia sold 48+24 = 72 clips.\n#### 72",
+        ),
+        (
+            "Weng earns 12/60 = $0.2 per minute, so 0.2 * 50 = 10. The answer is 10.",
+            "#### 10",
+        ),
+        ("She needs 100 - 50 - 30 = 20 more. #### 5", "#### 5"),
+        ("\\boxed{\\frac{3}{4}}", "0.75"),
+    ];
+    rows.iter()
+        .map(|(c, a)| rollbox_runtime::RewardCall {
+            prompt: "Question: ... Please put your final answer within \\boxed{}.".into(),
+            completion: (*c).into(),
+            prompt_ids: (0..43).collect(),
+            completion_ids: (0..64).collect(),
+            data: serde_json::json!({"question": "...", "answer": a}),
+        })
+        .collect()
+}
+
+pub async fn rewards(
+    runtime: Arc<Runtime>,
+    path: &Path,
+    label: &str,
+    iterations: usize,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    require(path)?;
+    let t = Instant::now();
+    let reward = runtime.load_reward(path)?;
+    let load = t.elapsed();
+    let limits = Arc::new(Limits::untrusted_call());
+    let calls = reward_calls();
+    for call in calls.iter().take(4) {
+        runtime
+            .call_reward(&reward, call.clone(), limits.clone())
+            .await
+            .result?;
+    }
+    let mut times = Vec::with_capacity(iterations);
+    for i in 0..iterations {
+        let call = calls[i % calls.len()].clone();
+        let t = Instant::now();
+        runtime
+            .call_reward(&reward, call, limits.clone())
+            .await
+            .result?;
+        times.push(t.elapsed());
+    }
+    times.sort_unstable();
+    let total = iterations.max(concurrency * 8);
+    let start = Instant::now();
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..concurrency {
+        let (rt, reward, limits, calls, next) = (
+            runtime.clone(),
+            reward.clone(),
+            limits.clone(),
+            calls.clone(),
+            next.clone(),
+        );
+        workers.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    return Ok::<(), anyhow::Error>(());
+                }
+                rt.call_reward(&reward, calls[i % calls.len()].clone(), limits.clone())
+                    .await
+                    .result?;
+            }
+        }));
+    }
+    for w in workers {
+        w.await??;
+    }
+    let elapsed = start.elapsed();
+    println!(
+        "{label}: load {:.0} ms; sequential n={iterations} p50={:.1} µs p99={:.1} µs; {concurrency} concurrent: {:.0} calls/s",
+        load.as_secs_f64() * 1e3,
+        percentile(&times, 0.5).as_secs_f64() * 1e6,
+        percentile(&times, 0.99).as_secs_f64() * 1e6,
+        total as f64 / elapsed.as_secs_f64()
+    );
+    Ok(())
 }
