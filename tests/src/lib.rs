@@ -73,7 +73,7 @@ pub fn runtime_with(backend: Option<Arc<dyn InferenceBackend>>, fuel: bool) -> R
             cache_dir: Some(test_cache_dir()),
             fuel,
             max_instances: 64,
-            pooling: true,
+            ..RuntimeConfig::default()
         },
         services,
     )

@@ -60,7 +60,9 @@ pub use engine::MAX_GENERATE_MANY_REQUESTS;
 pub use episode::{EpisodeOutcome, EpisodeReport, EpisodeRequest, EpisodeSummary, Trajectory};
 pub use fault::GuestFault;
 pub use limits::{Limits, MAX_MEMORY_BYTES_CAP};
-pub use runtime::{EPOCH_TICK, Runtime, RuntimeConfig, default_cache_dir};
+pub use runtime::{
+    DEFAULT_KEEP_RESIDENT_BYTES, EPOCH_TICK, Runtime, RuntimeConfig, default_cache_dir,
+};
 pub use services::Services;
 pub use state::{LogLine, MAX_TABLE_ELEMENTS, RewardRecord};
 pub use untrusted::{CallPolicy, CallReport, Registered, RewardCall};

@@ -174,7 +174,11 @@ async fn attempt<T>(
 ) -> CallReport<T> {
     let start = Instant::now();
     // Reward and tool stores get no services: their world imports nothing that uses them.
-    let mut store = new_store(engine, fuel, Arc::new(Services::new()), id, limits);
+    static NO_SERVICES: std::sync::OnceLock<Arc<Services>> = std::sync::OnceLock::new();
+    let services = NO_SERVICES
+        .get_or_init(|| Arc::new(Services::new()))
+        .clone();
+    let mut store = new_store(engine, fuel, services, id, limits);
     let result = match guarded(&mut store, call).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(message)) => Err(GuestFault::GuestError {

@@ -5,6 +5,10 @@ import re
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
 _FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")
+# Every pattern is compiled here, at import: componentize-py snapshots the imported module, so
+# a fresh instance per call never recompiles a regex (re's own cache starts empty each time).
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_FRACTION = re.compile(r"\(?(-?\d+(?:\.\d+)?)\)?(?:/\(?(-?\d+(?:\.\d+)?)\)?)?")
 
 
 def _last_boxed(text: str):
@@ -36,10 +40,10 @@ def _prediction(completion: str):
 
 def _value(text: str):
     s = text.replace("$", "").replace("\\left", "").replace("\\right", "").replace("\\!", "").strip()
-    s = _FRAC.sub(r"(\1)/(\2)", s)
+    s = _FRAC.sub(lambda m: f"({m.group(1)})/({m.group(2)})", s)
     s = s.rstrip(".").replace(" ", "")
-    s = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", s)
-    m = re.fullmatch(r"\(?(-?\d+(?:\.\d+)?)\)?(?:/\(?(-?\d+(?:\.\d+)?)\)?)?", s)
+    s = _THOUSANDS.sub("", s)
+    m = _FRACTION.fullmatch(s)
     if not m:
         return None
     num = float(m.group(1))
