@@ -279,3 +279,39 @@ async fn the_python_reward_runs_sandboxed_and_scores_like_the_rust_one() {
         "a row without `answer` is reported"
     );
 }
+
+#[tokio::test]
+async fn workflows_call_a_sandboxed_calculator_tool() {
+    let rt = runtime();
+    rt.register_tool("calc", Path::new(c::TOOL_CALCULATOR), CallPolicy::default())
+        .expect("register");
+    let caller = rt
+        .load_workflow(Path::new(c::TOOL_CALLER))
+        .expect("caller loads");
+    let call = |args: serde_json::Value, tool: &str| {
+        rt.run_episode(
+            &caller,
+            EpisodeRequest::new("r0-s0", json!({"tool": tool, "args": args})),
+            Arc::new(Limits::default()),
+        )
+    };
+    let meta = |r: &rollbox_runtime::EpisodeReport| match &r.outcome {
+        EpisodeOutcome::Accepted(t) => t.metadata.clone(),
+        other => panic!("accepted expected, got {}", other.kind()),
+    };
+    let r = call(json!({"expression": "2 * (3 + 4) ^ 2"}), "calc").await;
+    assert_eq!(meta(&r)["output"], json!("{\"result\":98.0}"));
+    assert_eq!(meta(&r)["attempts"], json!(1));
+    let r = call(json!({"expression": "1 / 0"}), "calc").await;
+    let err = meta(&r)["error"].as_str().expect("error").to_string();
+    assert!(
+        err.contains("InvalidOutput") && err.contains("division by zero"),
+        "{err}"
+    );
+    let r = call(json!({}), "nope").await;
+    let err = meta(&r)["error"].as_str().expect("error").to_string();
+    assert!(
+        err.contains("no tool named `nope` is registered (registered: calc)"),
+        "{err}"
+    );
+}

@@ -1,0 +1,20 @@
+//! Calls the tool `data["tool"]` with `data["args"]` and returns what happened in the metadata.
+use rollbox_sdk::tensor::{Tensor, TensorData};
+use rollbox_sdk::{Episode, Output, Workflow, tools};
+struct Caller;
+impl Workflow for Caller {
+    fn run_episode(e: Episode) -> Result<Option<Output>, String> {
+        let name = e.data["tool"].as_str().unwrap_or("");
+        let args = e.data["args"].to_string();
+        let outcome = match tools::call(name, &args) {
+            Ok(r) => serde_json::json!({"output": r.output, "attempts": r.accounting.attempts}),
+            Err(err) => serde_json::json!({"error": format!("{err:?}")}),
+        };
+        let t = Tensor::create(&TensorData::I32(vec![0]), &[1]).map_err(|e| e.to_string())?;
+        let mut out = Output::new(vec![("x".into(), t)]);
+        out.metadata = outcome;
+        Ok(Some(out))
+    }
+}
+rollbox_sdk::export_workflow!(Caller);
+fn main() {}
