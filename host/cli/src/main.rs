@@ -44,6 +44,10 @@ enum Command {
         /// return `unavailable`.
         #[arg(long)]
         engine: Option<String>,
+        /// Tokenizer for the `tokenizer` interface: a .gguf file, a tokenizer.json, or a
+        /// directory with tokenizer.json (+ tokenizer_config.json).
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
         /// Register a reward component: NAME=PATH[,timeout=15s,retries=3,memory=256MiB,fuel=N].
         #[arg(long = "reward", value_parser = limits::parse_registration)]
         rewards: Vec<limits::Registration>,
@@ -84,12 +88,17 @@ fn main() -> anyhow::Result<()> {
                 data,
                 config,
                 engine,
+                tokenizer,
                 rewards,
                 tools,
                 json,
                 limits,
             } => {
-                let components = Components { rewards, tools };
+                let components = Components {
+                    tokenizer,
+                    rewards,
+                    tools,
+                };
                 run(
                     &workflow,
                     &data,
@@ -156,6 +165,7 @@ fn parse_object(what: &str, text: &str) -> anyhow::Result<serde_json::Value> {
 
 /// Reward and tool components to register before running.
 struct Components {
+    tokenizer: Option<PathBuf>,
     rewards: Vec<limits::Registration>,
     tools: Vec<limits::Registration>,
 }
@@ -171,6 +181,11 @@ async fn run(
 ) -> anyhow::Result<()> {
     let limits = limit_args.to_limits()?;
     let mut services = Services::new();
+    if let Some(path) = &components.tokenizer {
+        let tok = rollbox_tokenizer::HostTokenizer::load(path)
+            .with_context(|| format!("loading the tokenizer {}", path.display()))?;
+        services = services.with_tokenizer(Arc::new(tok));
+    }
     if let Some(spec) = engine {
         services = services.with_backend(backend(spec)?);
     }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, RwLock};
 
 use rollbox_engines::InferenceBackend;
+use rollbox_tokenizer::HostTokenizer;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::component::{RewardComponent, ToolComponent};
@@ -15,6 +16,7 @@ use crate::untrusted::Registered;
 /// Shared host services. Every episode's store points here.
 pub struct Services {
     backend: Option<Arc<dyn InferenceBackend>>,
+    tokenizer: Option<Arc<HostTokenizer>>,
     version: AtomicI32,
     default_stop_ids: Vec<u32>,
     rewards: RwLock<BTreeMap<String, Arc<Registered<RewardComponent>>>>,
@@ -38,6 +40,7 @@ impl Services {
             .unwrap_or(1);
         Services {
             backend: None,
+            tokenizer: None,
             version: AtomicI32::new(0),
             default_stop_ids: Vec::new(),
             rewards: RwLock::new(BTreeMap::new()),
@@ -47,11 +50,37 @@ impl Services {
         }
     }
 
-    /// Use `backend` for `generate`; its default stop ids (eos/pad) become the host's.
+    /// Use `backend` for `generate`. Without a tokenizer, its default stop ids (eos/pad)
+    /// become the host's.
     pub fn with_backend(mut self, backend: Arc<dyn InferenceBackend>) -> Self {
-        self.default_stop_ids = backend.default_stop_ids();
+        if self.tokenizer.is_none() {
+            self.default_stop_ids = backend.default_stop_ids();
+        }
         self.backend = Some(backend);
         self
+    }
+
+    /// Serve the `tokenizer` interface with `tokenizer`; its eos and pad ids become the default
+    /// stop ids of every generate request (AReaL's `new_with_stop_and_pad_token_ids`).
+    pub fn with_tokenizer(mut self, tokenizer: Arc<HostTokenizer>) -> Self {
+        let s = tokenizer.special();
+        self.default_stop_ids =
+            [s.pad, s.eos]
+                .into_iter()
+                .flatten()
+                .fold(Vec::new(), |mut v, id| {
+                    if !v.contains(&id) {
+                        v.push(id);
+                    }
+                    v
+                });
+        self.tokenizer = Some(tokenizer);
+        self
+    }
+
+    /// The host tokenizer, if one is loaded.
+    pub fn tokenizer(&self) -> Option<&Arc<HostTokenizer>> {
+        self.tokenizer.as_ref()
     }
 
     /// Size the pool that reward and tool calls run in (default: one slot per core). Calls

@@ -1,7 +1,13 @@
-//! Host side of the `tokenizer` interface.
+//! Host side of the `tokenizer` interface: the loaded [`HostTokenizer`] (shared by every
+//! episode, loaded once at start-up).
 //!
-//! No tokenizer is loaded by this runtime yet: every call returns an `unsupported` value that
-//! says so, and `special-tokens` reports none. Never traps.
+//! Limits: texts up to `rollbox_tokenizer::MAX_TEXT_BYTES`, decode lists up to
+//! `MAX_DECODE_TOKENS`, and the episode's boundary-bytes limit on every argument. Malformed
+//! JSON, unknown ids, template errors (with the template line) and a missing tokenizer are
+//! error values; nothing here traps.
+
+use rollbox_tokenizer::{ChatOptions as HostChatOptions, TokenizerError};
+use serde_json::Value;
 
 use crate::bindings::tokenizer::{self, ChatOptions, SpecialTokenIds};
 use crate::bindings::types::Error;
@@ -9,48 +15,106 @@ use crate::state::StoreState;
 
 fn no_tokenizer() -> Error {
     Error::Unsupported(
-        "this rollbox host has no tokenizer loaded; tokenize in the workflow or pass token ids in the dataset row".into(),
+        "this rollbox host has no tokenizer loaded; start it with --tokenizer PATH (a .gguf or tokenizer.json) or an engine that carries one".into(),
     )
+}
+
+fn to_error(e: TokenizerError) -> Error {
+    match e {
+        TokenizerError::NoTemplate => Error::Unsupported(e.to_string()),
+        other => Error::InvalidArgument(other.to_string()),
+    }
+}
+
+fn parse_json(what: &str, text: &str) -> Result<Value, Error> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::InvalidArgument(format!("{what} is not valid JSON: {e}")))
+}
+
+fn options(o: &ChatOptions) -> Result<HostChatOptions, Error> {
+    Ok(HostChatOptions {
+        add_generation_prompt: o.add_generation_prompt,
+        tools: o
+            .tools
+            .as_deref()
+            .map(|t| parse_json("tools", t))
+            .transpose()?,
+        extra: o
+            .extra
+            .as_deref()
+            .map(|t| parse_json("extra", t))
+            .transpose()?,
+    })
+}
+
+impl StoreState {
+    fn with_tokenizer<T>(
+        &self,
+        f: impl FnOnce(&rollbox_tokenizer::HostTokenizer) -> Result<T, Error>,
+    ) -> wasmtime::Result<Result<T, Error>> {
+        Ok(match self.ctx.services.tokenizer() {
+            Some(t) => f(t),
+            None => Err(no_tokenizer()),
+        })
+    }
 }
 
 impl tokenizer::Host for StoreState {
     async fn encode(
         &mut self,
-        _text: String,
-        _add_special_tokens: bool,
+        text: String,
+        add_special_tokens: bool,
     ) -> wasmtime::Result<Result<Vec<u32>, Error>> {
-        Ok(Err(no_tokenizer()))
+        self.with_tokenizer(|t| t.encode(&text, add_special_tokens).map_err(to_error))
     }
 
     async fn decode(
         &mut self,
-        _ids: Vec<u32>,
-        _skip_special_tokens: bool,
+        ids: Vec<u32>,
+        skip_special_tokens: bool,
     ) -> wasmtime::Result<Result<String, Error>> {
-        Ok(Err(no_tokenizer()))
+        self.with_tokenizer(|t| t.decode(&ids, skip_special_tokens).map_err(to_error))
     }
 
     async fn apply_chat_template(
         &mut self,
-        _messages: String,
-        _options: ChatOptions,
+        messages: String,
+        options: ChatOptions,
     ) -> wasmtime::Result<Result<Vec<u32>, Error>> {
-        Ok(Err(no_tokenizer()))
+        self.with_tokenizer(|t| {
+            let messages = parse_json("messages", &messages)?;
+            t.apply_chat_template(&messages, &self::options(&options)?)
+                .map_err(to_error)
+        })
     }
 
     async fn render_chat_template(
         &mut self,
-        _messages: String,
-        _options: ChatOptions,
+        messages: String,
+        options: ChatOptions,
     ) -> wasmtime::Result<Result<String, Error>> {
-        Ok(Err(no_tokenizer()))
+        self.with_tokenizer(|t| {
+            let messages = parse_json("messages", &messages)?;
+            t.render_chat_template(&messages, &self::options(&options)?)
+                .map_err(to_error)
+        })
     }
 
     async fn special_tokens(&mut self) -> wasmtime::Result<SpecialTokenIds> {
-        Ok(SpecialTokenIds {
-            bos: None,
-            eos: None,
-            pad: None,
+        Ok(match self.ctx.services.tokenizer() {
+            Some(t) => {
+                let s = t.special();
+                SpecialTokenIds {
+                    bos: s.bos,
+                    eos: s.eos,
+                    pad: s.pad,
+                }
+            }
+            None => SpecialTokenIds {
+                bos: None,
+                eos: None,
+                pad: None,
+            },
         })
     }
 }
