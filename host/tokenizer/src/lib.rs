@@ -20,6 +20,7 @@
 //! # Ok::<(), rollbox_tokenizer::TokenizerError>(())
 //! ```
 
+mod bpe;
 pub mod gguf;
 mod load;
 mod template;

@@ -5,6 +5,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use tokenizers::Tokenizer;
 
+use crate::bpe::ByteLevelBpe;
 use crate::gguf::{GgufMetadata, GgufValue};
 use crate::template::{ChatOptions, ChatTemplate};
 use crate::{MAX_DECODE_TOKENS, MAX_TEXT_BYTES, TokenizerError};
@@ -25,6 +26,9 @@ pub struct SpecialTokens {
 /// A loaded tokenizer with its chat template. Cheap to share behind an `Arc`.
 pub struct HostTokenizer {
     inner: Tokenizer,
+    /// The direct encoder, for tokenizers built from GGUF (byte-level BPE without a
+    /// post-processor); `None` uses `inner`.
+    fast: Option<ByteLevelBpe>,
     template: Option<ChatTemplate>,
     special: SpecialTokens,
     source: String,
@@ -109,6 +113,7 @@ impl HostTokenizer {
         };
         Self::assemble(
             inner,
+            None,
             special,
             template,
             tokenizer_json.display().to_string(),
@@ -217,15 +222,29 @@ impl HostTokenizer {
             .to_string()
             .parse()
             .map_err(|e| bad(format!("building the tokenizer: {e}")))?;
+        let added_tokens: Vec<(String, u32)> = types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| **t == 3 || **t == 4)
+            .map(|(i, _)| (tokens[i].clone(), i as u32))
+            .collect();
+        // The direct encoder reproduces this exact pipeline; a bos post-processor is rare
+        // enough to leave to `inner`.
+        let fast = if add_bos {
+            None
+        } else {
+            ByteLevelBpe::new(&tokens, &merges, added_tokens)
+        };
         let template = meta
             .get("tokenizer.chat_template")
             .and_then(GgufValue::as_str)
             .map(str::to_string);
-        Self::assemble(inner, special, template, path.display().to_string())
+        Self::assemble(inner, fast, special, template, path.display().to_string())
     }
 
     fn assemble(
         inner: Tokenizer,
+        fast: Option<ByteLevelBpe>,
         special: SpecialTokens,
         template: Option<String>,
         source: String,
@@ -246,6 +265,7 @@ impl HostTokenizer {
             .transpose()?;
         Ok(HostTokenizer {
             inner,
+            fast,
             template,
             special,
             source,
@@ -275,6 +295,20 @@ impl HostTokenizer {
                 text.len()
             )));
         }
+        if let Some(fast) = &self.fast {
+            return Ok(fast.encode(text));
+        }
+        self.encode_reference(text, add_special_tokens)
+    }
+
+    /// Encode with the `tokenizers` crate pipeline, bypassing the direct encoder (for
+    /// differential tests).
+    #[doc(hidden)]
+    pub fn encode_reference(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>, TokenizerError> {
         let enc = self
             .inner
             .encode_fast(text, add_special_tokens)

@@ -140,3 +140,88 @@ fn bad_requests_are_errors_not_panics() {
             .contains("JSON array")
     );
 }
+
+/// The direct byte-level BPE encoder agrees with the `tokenizers` crate pipeline on every
+/// fixture and on a generated corpus mixing scripts, digits, punctuation, whitespace runs and
+/// special tokens.
+#[test]
+fn direct_encoder_matches_the_tokenizers_pipeline() {
+    let tok = HostTokenizer::load(&model_path()).expect("loads");
+    let f = fixture();
+    let mut texts: Vec<String> = f["encode"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .map(|c| c["text"].as_str().expect("text").to_string())
+        .collect();
+    texts.extend(
+        f["chat"]
+            .as_array()
+            .expect("chats")
+            .iter()
+            .map(|c| c["text"].as_str().expect("text").to_string()),
+    );
+    let pieces = [
+        "a",
+        "B",
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        "\r\n",
+        "1",
+        "23",
+        "4.5",
+        "'s",
+        "'ll",
+        "'",
+        "-",
+        "--",
+        "!",
+        "?!",
+        "é",
+        "ß",
+        "中",
+        "文字",
+        "😀",
+        "👩‍👩‍👧",
+        "\u{a0}",
+        "\u{2003}",
+        "\u{200b}",
+        "ा",
+        "क्षि",
+        "<|im_end|>",
+        "<|im_start|>",
+        "<|endoftext|>",
+        "<|",
+        "|>",
+        "\\boxed{",
+        "}",
+        "x^2",
+        "İ",
+        "ǅ",
+        "Ⅻ",
+        "①",
+        "٣",
+        "𝔘",
+    ];
+    let mut state = 0x2545F4914F6CDD1Du64;
+    for _ in 0..3000 {
+        let mut s = String::new();
+        for _ in 0..(state % 12) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            s.push_str(pieces[(state % pieces.len() as u64) as usize]);
+        }
+        state = state.wrapping_mul(0x9E3779B97F4A7C15).wrapping_add(1);
+        texts.push(s);
+    }
+    for text in &texts {
+        assert_eq!(
+            tok.encode(text, false).expect("direct"),
+            tok.encode_reference(text, false).expect("reference"),
+            "{text:?}"
+        );
+    }
+}
