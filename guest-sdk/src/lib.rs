@@ -68,6 +68,10 @@ pub mod bindings {
 }
 
 #[cfg(feature = "workflow")]
+mod gconfig;
+#[cfg(feature = "workflow")]
+pub mod trajectory;
+#[cfg(feature = "workflow")]
 mod workflow;
 #[cfg(feature = "workflow")]
 pub use workflow::*;

@@ -89,26 +89,3 @@ macro_rules! export_workflow {
         };
     };
 }
-
-impl Default for GenConfig {
-    /// AReaL's `GenerationHyperparameters` defaults.
-    fn default() -> Self {
-        GenConfig {
-            n_samples: 1,
-            max_new_tokens: 16384,
-            min_new_tokens: 0,
-            max_tokens: 32768,
-            greedy: false,
-            temperature: 1.0,
-            top_p: 1.0,
-            top_k: 100_000_000,
-            stop_token_ids: Vec::new(),
-            stop: Vec::new(),
-            ignore_eos: false,
-            skip_special_tokens: true,
-            frequency_penalty: 0.0,
-            seed: None,
-            exclude_default_stop_ids: false,
-        }
-    }
-}

@@ -8,16 +8,12 @@
 //! "reward": "math"}`. Without a reward the trajectory's reward is 0.0.
 
 use rollbox_sdk::rewards;
-use rollbox_sdk::tensor::{Tensor, TensorData};
+use rollbox_sdk::trajectory::single_turn;
 use rollbox_sdk::{
     Episode, GenConfig, ModelRequest, Output, RewardInput, StopReason, Workflow, engine, log,
 };
 
 struct Echo;
-
-fn tensor(data: TensorData, shape: &[u32]) -> Result<Tensor, String> {
-    Tensor::create(&data, shape).map_err(|e| e.to_string())
-}
 
 impl Workflow for Echo {
     fn run_episode(episode: Episode) -> Result<Option<Output>, String> {
@@ -67,57 +63,10 @@ impl Workflow for Echo {
         };
         log::stat("reward", f64::from(reward));
 
-        let (p, o) = (prompt.len(), resp.output_tokens.len());
-        let len = (p + o) as u32;
-        let ids: Vec<i32> = prompt
-            .iter()
-            .chain(&resp.output_tokens)
-            .map(|&t| t as i32)
-            .collect();
-        let loss_mask: Vec<i32> = std::iter::repeat_n(0, p)
-            .chain(std::iter::repeat_n(1, o))
-            .collect();
-        let logprobs: Vec<f32> = std::iter::repeat_n(0.0, p)
-            .chain(resp.output_logprobs.iter().copied())
-            .collect();
-        let versions: Vec<i32> = std::iter::repeat_n(-1, p)
-            .chain(resp.output_versions.iter().copied())
-            .collect();
-        let truncated = matches!(resp.stop_reason, StopReason::Length);
-        let tensors = vec![
-            (
-                "input_ids".to_string(),
-                tensor(TensorData::I32(ids), &[1, len])?,
-            ),
-            (
-                "loss_mask".to_string(),
-                tensor(TensorData::I32(loss_mask), &[1, len])?,
-            ),
-            (
-                "logprobs".to_string(),
-                tensor(TensorData::F32(logprobs), &[1, len])?,
-            ),
-            (
-                "versions".to_string(),
-                tensor(TensorData::I32(versions), &[1, len])?,
-            ),
-            (
-                "attention_mask".to_string(),
-                tensor(TensorData::Bool(vec![true; len as usize]), &[1, len])?,
-            ),
-            (
-                "rewards".to_string(),
-                tensor(TensorData::F32(vec![reward]), &[1])?,
-            ),
-            (
-                "is_truncated".to_string(),
-                tensor(TensorData::Bool(vec![truncated]), &[1])?,
-            ),
-        ];
-        let mut out = Output::new(tensors);
+        let mut out = single_turn(&resp, reward).map_err(|e| e.to_string())?;
         out.metadata = serde_json::json!({
-            "prompt_len": p,
-            "output_len": o,
+            "prompt_len": prompt.len(),
+            "output_len": resp.output_tokens.len(),
             "stop_reason": match resp.stop_reason {
                 StopReason::Stop => "stop",
                 StopReason::Length => "length",

@@ -1,0 +1,317 @@
+//! The reference workflows end to end on the replay engine, the host SmolLM2 tokenizer and the
+//! sandboxed math reward: AReaL's RLVR layout and MultiTurn retry/discount/turn-id rules.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rollbox_engines::replay::ReplayBackend;
+use rollbox_runtime::{
+    CallPolicy, EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Runtime, RuntimeConfig,
+    Services, Trajectory,
+};
+use rollbox_tensor::TensorData;
+use rollbox_tests::components as c;
+use rollbox_tests::test_cache_dir;
+use rollbox_tokenizer::{ChatOptions, HostTokenizer};
+use serde_json::{Value, json};
+
+fn tokenizer() -> Arc<HostTokenizer> {
+    let dir = std::env::var_os("ROLLBOX_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/rollbox/models")
+        });
+    let p = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        p.is_file(),
+        "{} is missing: run scripts/fetch-model.sh",
+        p.display()
+    );
+    Arc::new(HostTokenizer::load(&p).expect("tokenizer"))
+}
+
+fn chat_options() -> ChatOptions {
+    ChatOptions {
+        add_generation_prompt: true,
+        tools: None,
+        extra: Some(json!({"enable_thinking": false})),
+    }
+}
+
+/// A recorded engine answer: `text` tokenized, logprobs -0.1, -0.2, ...
+fn record(prompt: &[u32], output: &[u32], stop: &str) -> String {
+    let logprobs: Vec<f32> = (0..output.len()).map(|i| -0.1 * (i + 1) as f32).collect();
+    json!({"input_ids": prompt, "output_tokens": output, "output_logprobs": logprobs, "stop_reason": stop}).to_string()
+}
+
+fn runtime(tok: &Arc<HostTokenizer>, replay: &[String]) -> Runtime {
+    let backend = ReplayBackend::from_jsonl_str(&replay.join("\n")).expect("replay");
+    let services = Services::new()
+        .with_tokenizer(tok.clone())
+        .with_backend(Arc::new(backend));
+    let rt = Runtime::new(
+        RuntimeConfig {
+            cache_dir: Some(test_cache_dir()),
+            max_instances: 16,
+            ..RuntimeConfig::default()
+        },
+        services,
+    )
+    .expect("runtime");
+    rt.register_reward("math", Path::new(c::REWARD_MATH), CallPolicy::default())
+        .expect("math reward");
+    rt
+}
+
+async fn run(rt: &Runtime, workflow: &str, data: Value, config: Value) -> EpisodeReport {
+    let w = rt
+        .load_workflow(Path::new(workflow))
+        .expect("workflow loads");
+    rt.run_episode(
+        &w,
+        EpisodeRequest {
+            config,
+            ..EpisodeRequest::new("r0-s0", data)
+        },
+        Arc::new(Limits::default()),
+    )
+    .await
+}
+
+fn accepted(r: &EpisodeReport) -> &Trajectory {
+    match &r.outcome {
+        EpisodeOutcome::Accepted(t) => t,
+        other => panic!(
+            "accepted expected, got {} ({:?})",
+            other.kind(),
+            r.reward_calls
+        ),
+    }
+}
+
+fn i32s(t: &Trajectory, key: &str) -> Vec<i32> {
+    match t.get(key).unwrap_or_else(|| panic!("missing {key}")).data() {
+        TensorData::I32(v) => v.clone(),
+        other => panic!("{key} should be i32, got {other:?}"),
+    }
+}
+
+fn f32s(t: &Trajectory, key: &str) -> Vec<f32> {
+    match t.get(key).unwrap_or_else(|| panic!("missing {key}")).data() {
+        TensorData::F32(v) => v.clone(),
+        other => panic!("{key} should be f32, got {other:?}"),
+    }
+}
+
+fn bools(t: &Trajectory, key: &str) -> Vec<bool> {
+    match t.get(key).unwrap_or_else(|| panic!("missing {key}")).data() {
+        TensorData::Bool(v) => v.clone(),
+        other => panic!("{key} should be bool, got {other:?}"),
+    }
+}
+
+fn row() -> Value {
+    json!({
+        "messages": [{"role": "user", "content": "Natalia sold 48 clips in April and half as many in May. How many in total?"}],
+        "answer": "Natalia sold 48+24 = 72 clips.\n#### 72"
+    })
+}
+
+#[tokio::test]
+async fn rlvr_produces_areal_layout_scored_by_the_sandboxed_reward() {
+    let tok = tokenizer();
+    let prompt = tok
+        .apply_chat_template(&row()["messages"], &chat_options())
+        .expect("prompt");
+    let right = tok
+        .encode("48 / 2 = 24, 48 + 24 = 72. \\boxed{72}<|im_end|>", false)
+        .expect("right");
+    let wrong = tok
+        .encode("The total is \\boxed{71}<|im_end|>", false)
+        .expect("wrong");
+    assert_eq!(right.last(), Some(&2), "ends with <|im_end|>");
+    let rt = runtime(
+        &tok,
+        &[
+            record(&prompt, &right, "stop"),
+            record(&prompt, &wrong, "stop"),
+        ],
+    );
+    rt.services().set_version(7);
+
+    let r = run(&rt, c::WORKFLOW_RLVR, row(), json!({"reward": "math"})).await;
+    let t = accepted(&r);
+    let (p, o) = (prompt.len(), right.len());
+    let ids: Vec<i32> = prompt.iter().chain(&right).map(|&x| x as i32).collect();
+    assert_eq!(i32s(t, "input_ids"), ids);
+    assert_eq!(t.get("input_ids").expect("ids").shape(), &[1, p + o]);
+    assert_eq!(i32s(t, "loss_mask"), [vec![0; p], vec![1; o]].concat());
+    let lp = f32s(t, "logprobs");
+    assert!(lp[..p].iter().all(|&x| x == 0.0));
+    assert_eq!(
+        lp[p..].to_vec(),
+        (0..o).map(|i| -0.1 * (i + 1) as f32).collect::<Vec<_>>()
+    );
+    assert_eq!(i32s(t, "versions"), [vec![-1; p], vec![7; o]].concat());
+    assert_eq!(bools(t, "attention_mask"), vec![true; p + o]);
+    assert_eq!(f32s(t, "rewards"), vec![1.0]);
+    assert_eq!(t.get("rewards").expect("rewards").shape(), &[1]);
+    assert_eq!(bools(t, "is_truncated"), vec![false]);
+    assert!(t.get("turn_ids").is_none(), "RLVR has no turn_ids");
+    assert_eq!(r.stats, vec![("reward".to_string(), 1.0)]);
+    assert_eq!(
+        t.metadata["prompt"],
+        json!(tok.decode(&prompt, false).expect("decode"))
+    );
+    assert!(
+        t.metadata["completion"]
+            .as_str()
+            .expect("completion")
+            .ends_with("<|im_end|>"),
+        "stop tokens kept"
+    );
+    assert_eq!(r.reward_calls.len(), 1);
+
+    // The second recorded answer for the same prompt is wrong.
+    let r = run(&rt, c::WORKFLOW_RLVR, row(), json!({"reward": "math"})).await;
+    assert_eq!(f32s(accepted(&r), "rewards"), vec![0.0]);
+
+    // A short budget cuts the answer: stop reason `length`, `is_truncated` true.
+    let r = run(
+        &rt,
+        c::WORKFLOW_RLVR,
+        row(),
+        json!({"reward": "math", "gconfig": {"max_new_tokens": 3}}),
+    )
+    .await;
+    let t = accepted(&r);
+    assert_eq!(bools(t, "is_truncated"), vec![true]);
+    assert_eq!(t.metadata["stop_reason"], "length");
+    assert_eq!(i32s(t, "loss_mask").iter().filter(|&&m| m == 1).count(), 3);
+}
+
+#[tokio::test]
+async fn rlvr_reports_bad_rows_and_configs() {
+    let tok = tokenizer();
+    let rt = runtime(&tok, &[]);
+    let r = run(
+        &rt,
+        c::WORKFLOW_RLVR,
+        json!({"prompt": "no messages"}),
+        json!({}),
+    )
+    .await;
+    assert!(
+        matches!(&r.outcome, EpisodeOutcome::Failed(f) if f.to_string().contains("messages")),
+        "{:?}",
+        r.outcome.kind()
+    );
+    let r = run(
+        &rt,
+        c::WORKFLOW_RLVR,
+        row(),
+        json!({"gconfig": {"tempreature": 0.5}}),
+    )
+    .await;
+    assert!(
+        matches!(&r.outcome, EpisodeOutcome::Failed(f) if f.to_string().contains("unknown gconfig field `tempreature`"))
+    );
+}
+
+/// Feedback-turn tokens exactly as the multi-turn workflow computes them.
+fn feedback_ids(tok: &HostTokenizer, feedback: &str) -> Vec<u32> {
+    let a = tok
+        .apply_chat_template(
+            &json!([{"role": "assistant", "content": "placeholder answer."}]),
+            &ChatOptions {
+                add_generation_prompt: false,
+                ..chat_options()
+            },
+        )
+        .expect("a");
+    let b = tok
+        .apply_chat_template(
+            &json!([{"role": "assistant", "content": "placeholder answer."}, {"role": "user", "content": feedback}]),
+            &chat_options(),
+        )
+        .expect("b");
+    assert!(b.starts_with(&a));
+    b[a.len()..].to_vec()
+}
+
+#[tokio::test]
+async fn multi_turn_retries_discounts_and_tags_turns() {
+    let tok = tokenizer();
+    let feedback = "Wrong, try again.";
+    let fb = feedback_ids(&tok, feedback);
+    let p1 = tok
+        .apply_chat_template(&row()["messages"], &chat_options())
+        .expect("prompt");
+    // Turn 1: wrong and cut off (no eos): the workflow appends eos, then the feedback turn.
+    let out1 = tok.encode("I think it is 71", false).expect("out1");
+    let p2: Vec<u32> = [p1.clone(), out1.clone(), vec![2], fb.clone()].concat();
+    let out2 = tok
+        .encode("Sorry: \\boxed{72}<|im_end|>", false)
+        .expect("out2");
+    let rt = runtime(
+        &tok,
+        &[record(&p1, &out1, "length"), record(&p2, &out2, "stop")],
+    );
+    let config =
+        json!({"reward": "math", "max_turns": 3, "turn_discount": 0.5, "feedback": feedback});
+    let r = run(&rt, c::WORKFLOW_MULTI_TURN, row(), config.clone()).await;
+    let t = accepted(&r);
+    let ids: Vec<i32> = p2.iter().chain(&out2).map(|&x| x as i32).collect();
+    assert_eq!(i32s(t, "input_ids"), ids);
+    let (n1, n2, nfb, np) = (out1.len(), out2.len(), fb.len() + 1, p1.len());
+    assert_eq!(
+        i32s(t, "loss_mask"),
+        [vec![0; np], vec![1; n1], vec![0; nfb], vec![1; n2]].concat()
+    );
+    assert_eq!(
+        i32s(t, "turn_ids"),
+        [vec![-1; np], vec![0; n1], vec![-1; nfb], vec![1; n2]].concat()
+    );
+    assert_eq!(f32s(t, "rewards"), vec![0.5], "1.0 x 0.5^(2-1)");
+    assert_eq!(bools(t, "is_truncated"), vec![false]);
+    assert_eq!(
+        r.stats,
+        vec![("reward".to_string(), 0.5), ("num_turns".to_string(), 2.0)]
+    );
+
+    // Right at once: one turn, no discount.
+    let out_ok = tok.encode("\\boxed{72}<|im_end|>", false).expect("ok");
+    let rt = runtime(&tok, &[record(&p1, &out_ok, "stop")]);
+    let r = run(&rt, c::WORKFLOW_MULTI_TURN, row(), config.clone()).await;
+    assert_eq!(f32s(accepted(&r), "rewards"), vec![1.0]);
+    assert_eq!(r.stats[1], ("num_turns".to_string(), 1.0));
+
+    // Wrong on every turn: max_turns attempts, reward 0.
+    let wrong = tok.encode("\\boxed{70}<|im_end|>", false).expect("wrong");
+    let q2: Vec<u32> = [p1.clone(), wrong.clone(), fb.clone()].concat();
+    let rt = runtime(
+        &tok,
+        &[record(&p1, &wrong, "stop"), record(&q2, &wrong, "stop")],
+    );
+    let r = run(
+        &rt,
+        c::WORKFLOW_MULTI_TURN,
+        row(),
+        json!({"max_turns": 2, "feedback": feedback}),
+    )
+    .await;
+    let t = accepted(&r);
+    assert_eq!(f32s(t, "rewards"), vec![0.0]);
+    assert_eq!(r.stats[1], ("num_turns".to_string(), 2.0));
+    assert_eq!(*i32s(t, "turn_ids").iter().max().expect("turns"), 1);
+
+    // Invalid settings are the workflow's error.
+    for bad in [
+        json!({"max_turns": 0}),
+        json!({"turn_discount": 0.0}),
+        json!({"turn_discount": 1.5}),
+    ] {
+        let r = run(&rt, c::WORKFLOW_MULTI_TURN, row(), bad.clone()).await;
+        assert_eq!(r.outcome.kind(), "guest_error", "{bad}");
+    }
+}

@@ -1,0 +1,91 @@
+//! `rlvr`: AReaL's `RLVRWorkflow` (reinforcement learning with verifiable rewards) as a
+//! rollbox component.
+//!
+//! For one row: the prompt is `data["messages"]` through the host chat template
+//! (`add_generation_prompt`, `enable_thinking` passed through); one sample is generated with
+//! the configured sampling settings plus the tokenizer's stop and pad ids; the reward component
+//! named in the config scores `(decoded prompt, decoded completion with stop tokens kept, prompt
+//! ids, completion ids, row)`; the reward is recorded as the `reward` stat; the output is AReaL's
+//! tensor layout (`input_tokens + output_tokens`, masks, logprobs, versions, `rewards [1]`) plus
+//! `is_truncated`. It never rejects; a reward error fails the episode.
+//!
+//! Config: `{"reward": "math", "gconfig": {"max_new_tokens": 512, "temperature": 1.0},
+//! "enable_thinking": false}` (`reward` defaults to `math`).
+
+use rollbox_sdk::tokenizer::{self, ChatOptions};
+use rollbox_sdk::trajectory::single_turn;
+use rollbox_sdk::{
+    Episode, GenConfig, ModelRequest, Output, RewardInput, StopReason, Workflow, engine, log,
+    rewards,
+};
+use serde_json::json;
+
+struct Rlvr;
+
+impl Workflow for Rlvr {
+    fn run_episode(episode: Episode) -> Result<Option<Output>, String> {
+        let cfg = &episode.config;
+        let reward_name = cfg["reward"].as_str().unwrap_or("math");
+        let messages = &episode.data["messages"];
+        if !messages.is_array() {
+            return Err(
+                "the row needs `messages`, a list of {\"role\", \"content\"} objects".into(),
+            );
+        }
+        let options = ChatOptions {
+            add_generation_prompt: true,
+            tools: None,
+            extra: Some(
+                json!({"enable_thinking": cfg["enable_thinking"].as_bool().unwrap_or(false)})
+                    .to_string(),
+            ),
+        };
+        let input_ids = tokenizer::apply_chat_template(&messages.to_string(), &options)
+            .map_err(|e| e.to_string())?;
+        let gconfig = GenConfig::default()
+            .new_with(&cfg["gconfig"])?
+            .with_stop_and_pad_token_ids(&tokenizer::special_tokens());
+        let gconfig = GenConfig {
+            n_samples: 1,
+            ..gconfig
+        };
+        let resp = engine::generate(&ModelRequest {
+            rid: String::new(),
+            input_ids: input_ids.clone(),
+            gconfig,
+            image_data: Vec::new(),
+            metadata: "{}".into(),
+        })
+        .map_err(|e| e.to_string())?;
+        let prompt = tokenizer::decode(&input_ids, false).map_err(|e| e.to_string())?;
+        let completion =
+            tokenizer::decode(&resp.output_tokens, false).map_err(|e| e.to_string())?;
+        let scored = rewards::score(
+            reward_name,
+            &RewardInput {
+                prompt: prompt.clone(),
+                completion: completion.clone(),
+                prompt_ids: resp.input_tokens.clone(),
+                completion_ids: resp.output_tokens.clone(),
+                data: episode.data.to_string(),
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        log::stat("reward", scored.value);
+        let mut out = single_turn(&resp, scored.value as f32).map_err(|e| e.to_string())?;
+        out.metadata = json!({
+            "prompt": prompt,
+            "completion": completion,
+            "stop_reason": match resp.stop_reason {
+                StopReason::Stop => "stop",
+                StopReason::Length => "length",
+                StopReason::ToolCalls => "tool_calls",
+                StopReason::Abort => "abort",
+            },
+            "reward_timed_out": scored.timed_out,
+        });
+        Ok(Some(out))
+    }
+}
+
+rollbox_sdk::export_workflow!(Rlvr);
