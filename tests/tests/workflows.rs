@@ -315,3 +315,69 @@ async fn multi_turn_retries_discounts_and_tags_turns() {
         assert_eq!(r.outcome.kind(), "guest_error", "{bad}");
     }
 }
+
+/// RLVR output for recorded responses equals the layout AReaL's RLVRWorkflow builds
+/// (fixture by scripts/record_rlvr_fixture.py: prompts from transformers, AReaL's rules).
+#[tokio::test]
+async fn rlvr_matches_the_areal_layout_fixture() {
+    let tok = tokenizer();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/rlvr/areal_layout.json");
+    let fixture: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("json");
+    for (i, case) in fixture["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .enumerate()
+    {
+        let rt = runtime(&tok, &[case["record"].to_string()]);
+        rt.services()
+            .set_version(case["version"].as_i64().expect("version") as i32);
+        let r = run(
+            &rt,
+            c::WORKFLOW_RLVR,
+            case["row"].clone(),
+            json!({"reward": "math"}),
+        )
+        .await;
+        let t = accepted(&r);
+        let expected = case["expected"].as_object().expect("expected");
+        let mut keys: Vec<&str> = t.tensors.iter().map(|(k, _)| k.as_str()).collect();
+        keys.sort_unstable();
+        let mut want: Vec<&str> = expected.keys().map(String::as_str).collect();
+        want.sort_unstable();
+        assert_eq!(keys, want, "case {i}: keys");
+        for (key, e) in expected {
+            let tensor = t.get(key).expect("key");
+            let shape: Vec<usize> = e["shape"]
+                .as_array()
+                .expect("shape")
+                .iter()
+                .map(|d| d.as_u64().expect("dim") as usize)
+                .collect();
+            assert_eq!(tensor.shape(), shape.as_slice(), "case {i}: {key} shape");
+            let data = e["data"].as_array().expect("data");
+            match tensor.data() {
+                TensorData::I32(v) => {
+                    let w: Vec<i32> = data
+                        .iter()
+                        .map(|x| x.as_i64().expect("int") as i32)
+                        .collect();
+                    assert_eq!(v, &w, "case {i}: {key}");
+                }
+                TensorData::F32(v) => {
+                    let w: Vec<f32> = data
+                        .iter()
+                        .map(|x| x.as_f64().expect("float") as f32)
+                        .collect();
+                    assert_eq!(v, &w, "case {i}: {key}");
+                }
+                TensorData::Bool(v) => {
+                    let w: Vec<bool> = data.iter().map(|x| x.as_bool().expect("bool")).collect();
+                    assert_eq!(v, &w, "case {i}: {key}");
+                }
+                other => panic!("case {i}: {key} has an unexpected dtype {other:?}"),
+            }
+        }
+    }
+}
