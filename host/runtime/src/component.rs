@@ -347,7 +347,7 @@ pub(crate) fn check_world(info: &ComponentInfo, expected: WorldKind) -> anyhow::
         if !expected.allowed_interfaces().contains(&iface) {
             let allowed = expected.allowed_interfaces().join(", ");
             bail!(
-                "{name} imports `{import}`, but {expected} components may import only: {allowed} (and WASI, which grants nothing)"
+                "{name} imports `{import}`, but {expected} components may import only: {allowed} (and WASI, which grants nothing); if it was built in one cargo invocation with a workflow crate, cargo unified rollbox-sdk's features: build it on its own"
             );
         }
     }
