@@ -154,3 +154,37 @@ pub fn single_turn(resp: &ModelResponse, reward: f32) -> Result<Output, Error> {
     t.prompt(&resp.input_tokens).output(resp);
     t.build(reward)
 }
+
+/// Several trajectories of one episode as one tensor dict, concatenated with AReaL's
+/// `concat_padded_tensors` semantics on the host. When their rewards differ, `rollout_reward`
+/// (f32 `[B]`) carries `reference` — the episode's finite reference reward for group
+/// normalisation — on every row, while each row keeps its own `rewards`.
+pub fn merge(outputs: &[Output], reference: f32) -> Result<Output, Error> {
+    let dicts: Vec<Vec<(String, &Tensor)>> = outputs
+        .iter()
+        .map(|o| o.tensors.iter().map(|(k, t)| (k.clone(), t)).collect())
+        .collect();
+    let merged = crate::tensor::concat_padded(&dicts, 0.0)?;
+    let rewards: Vec<f32> = merged
+        .iter()
+        .find(|(k, _)| k == "rewards")
+        .map(|(_, t)| match t.data() {
+            TensorData::F32(v) => v,
+            _ => Vec::new(),
+        })
+        .unwrap_or_default();
+    let mut out = Output::new(merged);
+    if rewards.windows(2).any(|w| w[0] != w[1]) {
+        if !reference.is_finite() {
+            return Err(Error::InvalidArgument(format!(
+                "rollout_reward must be finite, got {reference}"
+            )));
+        }
+        let rows = rewards.len() as u32;
+        out.tensors.push((
+            "rollout_reward".to_string(),
+            Tensor::create(&TensorData::F32(vec![reference; rows as usize]), &[rows])?,
+        ));
+    }
+    Ok(out)
+}

@@ -381,3 +381,41 @@ async fn rlvr_matches_the_areal_layout_fixture() {
         }
     }
 }
+
+#[tokio::test]
+async fn merged_rows_are_padded_and_carry_rollout_reward_when_rewards_differ() {
+    let rt = rollbox_tests::runtime();
+    let w = rt.load_workflow(Path::new(c::MULTI_ROW)).expect("loads");
+    let r = rt
+        .run_episode(
+            &w,
+            EpisodeRequest::new("r0-s0", json!({"rewards": [1.0, 0.0]})),
+            Arc::new(Limits::default()),
+        )
+        .await;
+    let t = accepted(&r);
+    assert_eq!(t.get("input_ids").expect("ids").shape(), &[2, 5]);
+    assert_eq!(i32s(t, "input_ids"), vec![1, 2, 3, 4, 5, 1, 2, 6, 0, 0]);
+    assert_eq!(i32s(t, "loss_mask"), vec![0, 0, 1, 1, 1, 0, 0, 1, 0, 0]);
+    assert_eq!(
+        i32s(t, "versions"),
+        vec![-1, -1, 4, 4, 4, -1, -1, 4, 0, 0],
+        "versions pad with 0, as AReaL"
+    );
+    assert_eq!(
+        bools(t, "attention_mask"),
+        vec![true, true, true, true, true, true, true, true, false, false]
+    );
+    assert_eq!(f32s(t, "rewards"), vec![1.0, 0.0]);
+    assert_eq!(f32s(t, "rollout_reward"), vec![0.5, 0.5]);
+    assert_eq!(bools(t, "is_truncated"), vec![false, false]);
+    // Equal rewards: no rollout_reward.
+    let r = rt
+        .run_episode(
+            &w,
+            EpisodeRequest::new("r0-s1", json!({"rewards": [1.0, 1.0]})),
+            Arc::new(Limits::default()),
+        )
+        .await;
+    assert!(accepted(&r).get("rollout_reward").is_none());
+}
