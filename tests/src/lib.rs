@@ -89,3 +89,20 @@ pub fn runtime() -> Runtime {
         false,
     )
 }
+
+/// The default model file (`$ROLLBOX_MODEL_DIR`, default `~/.cache/rollbox/models`), which
+/// `scripts/fetch-model.sh` downloads; panics with that hint when it is missing.
+pub fn model_path() -> PathBuf {
+    let dir = std::env::var_os("ROLLBOX_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").expect("HOME is set")).join(".cache/rollbox/models")
+        });
+    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        path.is_file(),
+        "{} is missing: run scripts/fetch-model.sh",
+        path.display()
+    );
+    path
+}

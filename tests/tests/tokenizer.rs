@@ -12,18 +12,7 @@ use rollbox_tokenizer::HostTokenizer;
 use serde_json::{Value, json};
 
 fn model() -> PathBuf {
-    let dir = std::env::var_os("ROLLBOX_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/rollbox/models")
-        });
-    let p = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.is_file(),
-        "{} is missing: run scripts/fetch-model.sh",
-        p.display()
-    );
-    p
+    rollbox_tests::model_path()
 }
 
 fn fixture() -> Value {

@@ -1,7 +1,7 @@
 //! The reference workflows end to end on the replay engine, the host SmolLM2 tokenizer and the
 //! sandboxed math reward: AReaL's RLVR layout and MultiTurn retry/discount/turn-id rules.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use rollbox_engines::replay::ReplayBackend;
@@ -16,18 +16,7 @@ use rollbox_tokenizer::{ChatOptions, HostTokenizer};
 use serde_json::{Value, json};
 
 fn tokenizer() -> Arc<HostTokenizer> {
-    let dir = std::env::var_os("ROLLBOX_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/rollbox/models")
-        });
-    let p = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.is_file(),
-        "{} is missing: run scripts/fetch-model.sh",
-        p.display()
-    );
-    Arc::new(HostTokenizer::load(&p).expect("tokenizer"))
+    Arc::new(HostTokenizer::load(&rollbox_tests::model_path()).expect("tokenizer"))
 }
 
 fn chat_options() -> ChatOptions {

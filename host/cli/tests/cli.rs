@@ -9,12 +9,7 @@ use rollbox_tokenizer::{ChatOptions, HostTokenizer};
 use serde_json::{Value, json};
 
 fn model() -> PathBuf {
-    let dir = std::env::var_os("ROLLBOX_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/rollbox/models")
-        });
-    dir.join("SmolLM2-135M-Instruct.Q4_1.gguf")
+    rollbox_tests::model_path()
 }
 
 fn rollbox(args: &[&str], cache: &std::path::Path) -> (bool, String, String) {

@@ -184,22 +184,9 @@ impl Runtime {
         path: &Path,
         policy: crate::CallPolicy,
     ) -> anyhow::Result<ComponentInfo> {
-        check_name("reward", name)?;
-        policy
-            .limits
-            .validate()
-            .map_err(|e| anyhow::anyhow!("reward `{name}`: {e}"))?;
-        let component = self.load_reward(path)?;
-        let info = component.info.clone();
-        self.services.add_reward(
-            name.to_string(),
-            crate::Registered {
-                component,
-                policy,
-                engine: self.engine.clone(),
-                fuel_metering: self.config.fuel,
-            },
-        );
+        let reg = self.registration("reward", name, policy, || self.load_reward(path))?;
+        let info = reg.component.info.clone();
+        self.services.add_reward(name.to_string(), reg);
         Ok(info)
     }
 
@@ -210,23 +197,31 @@ impl Runtime {
         path: &Path,
         policy: crate::CallPolicy,
     ) -> anyhow::Result<ComponentInfo> {
-        check_name("tool", name)?;
+        let reg = self.registration("tool", name, policy, || self.load_tool(path))?;
+        let info = reg.component.info.clone();
+        self.services.add_tool(name.to_string(), reg);
+        Ok(info)
+    }
+
+    /// Check a registration's name and limits, then load its component.
+    fn registration<C>(
+        &self,
+        what: &str,
+        name: &str,
+        policy: crate::CallPolicy,
+        load: impl FnOnce() -> anyhow::Result<C>,
+    ) -> anyhow::Result<crate::Registered<C>> {
+        check_name(what, name)?;
         policy
             .limits
             .validate()
-            .map_err(|e| anyhow::anyhow!("tool `{name}`: {e}"))?;
-        let component = self.load_tool(path)?;
-        let info = component.info.clone();
-        self.services.add_tool(
-            name.to_string(),
-            crate::Registered {
-                component,
-                policy,
-                engine: self.engine.clone(),
-                fuel_metering: self.config.fuel,
-            },
-        );
-        Ok(info)
+            .map_err(|e| anyhow::anyhow!("{what} `{name}`: {e}"))?;
+        Ok(crate::Registered {
+            component: load()?,
+            policy,
+            engine: self.engine.clone(),
+            fuel_metering: self.config.fuel,
+        })
     }
 
     fn compile(&self, path: &Path) -> anyhow::Result<(ComponentInfo, Component)> {
