@@ -22,6 +22,39 @@ pub struct Episode {
     pub seed: u64,
 }
 
+impl Episode {
+    /// The row's `messages` (AReaL's `data["messages"]`) as JSON text for the chat template.
+    pub fn messages(&self) -> Result<String, String> {
+        let messages = &self.data["messages"];
+        if !messages.is_array() {
+            return Err(
+                "the row needs `messages`, a list of {\"role\", \"content\"} objects".into(),
+            );
+        }
+        Ok(messages.to_string())
+    }
+
+    /// Chat options for the prompt: `add_generation_prompt`, and `enable_thinking` from the
+    /// config (default false), as AReaL's RLVR and multi-turn workflows pass them.
+    pub fn chat_options(&self) -> tokenizer::ChatOptions {
+        let thinking = self.config["enable_thinking"].as_bool().unwrap_or(false);
+        tokenizer::ChatOptions {
+            add_generation_prompt: true,
+            tools: None,
+            extra: Some(serde_json::json!({ "enable_thinking": thinking }).to_string()),
+        }
+    }
+
+    /// One-sample sampling settings: AReaL's defaults, the config's `gconfig` overrides, and
+    /// the tokenizer's stop and pad ids (AReaL's `new_with_stop_and_pad_token_ids`).
+    pub fn gconfig(&self) -> Result<GenConfig, String> {
+        let g = GenConfig::default()
+            .new_with(&self.config["gconfig"])?
+            .with_stop_and_pad_token_ids(&tokenizer::special_tokens());
+        Ok(GenConfig { n_samples: 1, ..g })
+    }
+}
+
 /// What an accepted episode returns: the tensor dict and a metadata object.
 #[derive(Debug)]
 pub struct Output {

@@ -252,8 +252,45 @@ fn fault_to_error(what: &str, name: &str, attempts: u32, f: &GuestFault) -> Erro
     }
 }
 
-/// AReaL's `AsyncRewardWrapper` semantics: up to `1 + retries` attempts, each in a fresh
-/// instance holding one slot of the shared untrusted pool. Timeouts on every attempt give
+/// The retry loop shared by rewards and tools: up to `1 + retries` attempts, each in a fresh
+/// instance holding one slot of the shared untrusted pool. Returns the first success, or the
+/// last attempt's fault, with the accounting of every attempt.
+async fn with_retries<C, T, Fut>(
+    what: &str,
+    name: &str,
+    reg: &Registered<C>,
+    services: &Services,
+    attempt: impl Fn() -> Fut,
+) -> (Result<T, GuestFault>, Tally)
+where
+    Fut: std::future::Future<Output = CallReport<T>>,
+{
+    let mut tally = Tally::default();
+    let mut last = None;
+    for _ in 0..=reg.policy.retries {
+        let _slot = services.untrusted_slot().await;
+        let r = attempt().await;
+        tally.add(&r);
+        match r.result {
+            Ok(v) => return (Ok(v), tally),
+            Err(f) => {
+                tracing::warn!(
+                    component = name,
+                    attempt = tally.attempts,
+                    "{what} attempt failed: {f}"
+                );
+                last = Some(f);
+            }
+        }
+    }
+    // `retries` is unsigned, so at least one attempt ran and `last` is set.
+    let fault = last.unwrap_or(GuestFault::Instantiate {
+        message: format!("{what} `{name}` made no attempt"),
+    });
+    (Err(fault), tally)
+}
+
+/// AReaL's `AsyncRewardWrapper` semantics on [`with_retries`]: timeouts on every attempt give
 /// reward 0.0 with `timed-out` set; any other failure of the last attempt is an error value.
 pub(crate) async fn score_with_retries(
     name: &str,
@@ -261,42 +298,24 @@ pub(crate) async fn score_with_retries(
     input: RewardInput,
     services: &Services,
 ) -> (Result<ScoreResult, Error>, Accounting) {
-    let mut tally = Tally::default();
-    let mut last = None;
-    for _ in 0..=reg.policy.retries {
-        let _slot = services.untrusted_slot().await;
-        let r = score_once(
+    let (result, tally) = with_retries("reward", name, reg, services, || {
+        score_once(
             &reg.engine,
             reg.fuel_metering,
             &reg.component,
             input.clone(),
             reg.policy.limits.clone(),
         )
-        .await;
-        tally.add(&r);
-        match r.result {
-            Ok(value) => {
-                let accounting = tally.accounting();
-                let score = ScoreResult {
-                    value,
-                    timed_out: false,
-                    accounting,
-                };
-                return (Ok(score), accounting);
-            }
-            Err(f) => {
-                tracing::warn!(
-                    reward = name,
-                    attempt = tally.attempts,
-                    "reward attempt failed: {f}"
-                );
-                last = Some(f);
-            }
-        }
-    }
+    })
+    .await;
     let accounting = tally.accounting();
-    let result = match last {
-        Some(GuestFault::Timeout { limit_ms }) => {
+    let result = match result {
+        Ok(value) => Ok(ScoreResult {
+            value,
+            timed_out: false,
+            accounting,
+        }),
+        Err(GuestFault::Timeout { limit_ms }) => {
             tracing::warn!(
                 reward = name,
                 "reward timed out ({limit_ms} ms) on all {} attempts; using 0.0 (raise the timeout with --reward {name}=PATH,timeout=...)",
@@ -308,13 +327,12 @@ pub(crate) async fn score_with_retries(
                 accounting,
             })
         }
-        Some(f) => Err(fault_to_error("reward", name, tally.attempts, &f)),
-        None => Err(Error::Trapped(format!("reward `{name}` made no attempt"))),
+        Err(f) => Err(fault_to_error("reward", name, tally.attempts, &f)),
     };
     (result, accounting)
 }
 
-/// Tool calls: the same retry loop; a tool has no fallback value, so every final failure is an
+/// Tool calls on [`with_retries`]: a tool has no fallback value, so every final failure is an
 /// error value.
 pub(crate) async fn call_with_retries(
     name: &str,
@@ -322,11 +340,8 @@ pub(crate) async fn call_with_retries(
     args: String,
     services: &Services,
 ) -> Result<ToolResult, Error> {
-    let mut tally = Tally::default();
-    let mut last = None;
-    for _ in 0..=reg.policy.retries {
-        let _slot = services.untrusted_slot().await;
-        let r = tool_once(
+    let (result, tally) = with_retries("tool", name, reg, services, || {
+        tool_once(
             &reg.engine,
             reg.fuel_metering,
             &reg.component,
@@ -334,20 +349,13 @@ pub(crate) async fn call_with_retries(
             args.clone(),
             reg.policy.limits.clone(),
         )
-        .await;
-        tally.add(&r);
-        match r.result {
-            Ok(output) => {
-                return Ok(ToolResult {
-                    output,
-                    accounting: tally.accounting(),
-                });
-            }
-            Err(f) => last = Some(f),
-        }
-    }
-    match last {
-        Some(f) => Err(fault_to_error("tool", name, tally.attempts, &f)),
-        None => Err(Error::Trapped(format!("tool `{name}` made no attempt"))),
+    })
+    .await;
+    match result {
+        Ok(output) => Ok(ToolResult {
+            output,
+            accounting: tally.accounting(),
+        }),
+        Err(f) => Err(fault_to_error("tool", name, tally.attempts, &f)),
     }
 }

@@ -13,9 +13,7 @@
 
 use rollbox_sdk::tokenizer::{self, ChatOptions};
 use rollbox_sdk::trajectory::TrajectoryBuilder;
-use rollbox_sdk::{
-    Episode, GenConfig, ModelRequest, Output, RewardInput, Workflow, engine, log, rewards,
-};
+use rollbox_sdk::{Episode, ModelRequest, Output, RewardInput, Workflow, engine, log, rewards};
 use serde_json::{Value, json};
 
 /// The default feedback turn after a zero reward.
@@ -64,32 +62,13 @@ impl Workflow for MultiTurn {
                 "turn_discount must be in (0, 1], got {turn_discount}"
             ));
         }
-        let messages = &episode.data["messages"];
-        if !messages.is_array() {
-            return Err(
-                "the row needs `messages`, a list of {\"role\", \"content\"} objects".into(),
-            );
-        }
-        let options = ChatOptions {
-            add_generation_prompt: true,
-            tools: None,
-            extra: Some(
-                json!({"enable_thinking": cfg["enable_thinking"].as_bool().unwrap_or(false)})
-                    .to_string(),
-            ),
-        };
+        let messages = episode.messages()?;
+        let options = episode.chat_options();
         let special = tokenizer::special_tokens();
-        let gconfig = GenConfig::default()
-            .new_with(&cfg["gconfig"])?
-            .with_stop_and_pad_token_ids(&special);
-        let gconfig = GenConfig {
-            n_samples: 1,
-            ..gconfig
-        };
+        let gconfig = episode.gconfig()?;
         let feedback = feedback_ids(cfg["feedback"].as_str().unwrap_or(FEEDBACK), &options)?;
 
-        let mut input_ids =
-            tokenizer::apply_chat_template(&messages.to_string(), &options).map_err(err)?;
+        let mut input_ids = tokenizer::apply_chat_template(&messages, &options).map_err(err)?;
         let mut traj = TrajectoryBuilder::multi_turn();
         let mut reward = 0.0f64;
         let mut discount = 1.0f64;

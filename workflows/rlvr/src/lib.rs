@@ -12,11 +12,10 @@
 //! Config: `{"reward": "math", "gconfig": {"max_new_tokens": 512, "temperature": 1.0},
 //! "enable_thinking": false}` (`reward` defaults to `math`).
 
-use rollbox_sdk::tokenizer::{self, ChatOptions};
+use rollbox_sdk::tokenizer;
 use rollbox_sdk::trajectory::single_turn;
 use rollbox_sdk::{
-    Episode, GenConfig, ModelRequest, Output, RewardInput, StopReason, Workflow, engine, log,
-    rewards,
+    Episode, ModelRequest, Output, RewardInput, StopReason, Workflow, engine, log, rewards,
 };
 use serde_json::json;
 
@@ -26,29 +25,10 @@ impl Workflow for Rlvr {
     fn run_episode(episode: Episode) -> Result<Option<Output>, String> {
         let cfg = &episode.config;
         let reward_name = cfg["reward"].as_str().unwrap_or("math");
-        let messages = &episode.data["messages"];
-        if !messages.is_array() {
-            return Err(
-                "the row needs `messages`, a list of {\"role\", \"content\"} objects".into(),
-            );
-        }
-        let options = ChatOptions {
-            add_generation_prompt: true,
-            tools: None,
-            extra: Some(
-                json!({"enable_thinking": cfg["enable_thinking"].as_bool().unwrap_or(false)})
-                    .to_string(),
-            ),
-        };
-        let input_ids = tokenizer::apply_chat_template(&messages.to_string(), &options)
-            .map_err(|e| e.to_string())?;
-        let gconfig = GenConfig::default()
-            .new_with(&cfg["gconfig"])?
-            .with_stop_and_pad_token_ids(&tokenizer::special_tokens());
-        let gconfig = GenConfig {
-            n_samples: 1,
-            ..gconfig
-        };
+        let input_ids =
+            tokenizer::apply_chat_template(&episode.messages()?, &episode.chat_options())
+                .map_err(|e| e.to_string())?;
+        let gconfig = episode.gconfig()?;
         let resp = engine::generate(&ModelRequest {
             rid: String::new(),
             input_ids: input_ids.clone(),
