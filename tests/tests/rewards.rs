@@ -45,7 +45,12 @@ async fn echo_with_reward(
 
 fn reward_of(r: &rollbox_runtime::EpisodeReport) -> f32 {
     match &r.outcome {
-        EpisodeOutcome::Accepted(t) => match t.get("rewards").expect("rewards").data() {
+        EpisodeOutcome::Accepted(t) => match t
+            .get("rewards")
+            .expect("rewards")
+            .data()
+            .expect("tensor data")
+        {
             TensorData::F32(v) => v[0],
             other => panic!("rewards dtype {other:?}"),
         },

@@ -51,7 +51,10 @@ async fn assert_serves_next(rt: &Runtime) {
     match &r.outcome {
         EpisodeOutcome::Accepted(t) => {
             let ids = t.get("input_ids").expect("input_ids");
-            assert_eq!(ids.data(), &TensorData::I32(vec![1, 2, 3, 7, 8, 2]));
+            assert_eq!(
+                ids.data().expect("tensor data"),
+                TensorData::I32(vec![1, 2, 3, 7, 8, 2])
+            );
         }
         other => panic!("the next episode should be accepted, got {}", other.kind()),
     }
@@ -68,21 +71,27 @@ async fn echo_episode_returns_areal_layout_with_versions() {
     };
     assert_eq!(t.get("input_ids").expect("ids").shape(), &[1, 5]);
     assert_eq!(
-        t.get("loss_mask").expect("mask").data(),
-        &TensorData::I32(vec![0, 0, 1, 1, 1])
+        t.get("loss_mask")
+            .expect("mask")
+            .data()
+            .expect("tensor data"),
+        TensorData::I32(vec![0, 0, 1, 1, 1])
     );
     assert_eq!(
-        t.get("logprobs").expect("lp").data(),
-        &TensorData::F32(vec![0.0, 0.0, -0.1, -0.2, -0.3])
+        t.get("logprobs").expect("lp").data().expect("tensor data"),
+        TensorData::F32(vec![0.0, 0.0, -0.1, -0.2, -0.3])
     );
     assert_eq!(
-        t.get("versions").expect("v").data(),
-        &TensorData::I32(vec![-1, -1, 3, 3, 3])
+        t.get("versions").expect("v").data().expect("tensor data"),
+        TensorData::I32(vec![-1, -1, 3, 3, 3])
     );
     assert_eq!(t.get("rewards").expect("r").shape(), &[1]);
     assert_eq!(
-        t.get("is_truncated").expect("t").data(),
-        &TensorData::Bool(vec![false])
+        t.get("is_truncated")
+            .expect("t")
+            .data()
+            .expect("tensor data"),
+        TensorData::Bool(vec![false])
     );
     assert_eq!(t.metadata["stop_reason"], "stop");
     assert_eq!(r.generate_calls, 1);
@@ -108,12 +117,18 @@ async fn max_tokens_clamps_and_marks_truncation() {
         panic!("accepted expected, got {}", r.outcome.kind())
     };
     assert_eq!(
-        t.get("input_ids").expect("ids").data(),
-        &TensorData::I32(vec![1, 7, 8])
+        t.get("input_ids")
+            .expect("ids")
+            .data()
+            .expect("tensor data"),
+        TensorData::I32(vec![1, 7, 8])
     );
     assert_eq!(
-        t.get("is_truncated").expect("t").data(),
-        &TensorData::Bool(vec![true])
+        t.get("is_truncated")
+            .expect("t")
+            .data()
+            .expect("tensor data"),
+        TensorData::Bool(vec![true])
     );
 }
 
@@ -385,5 +400,21 @@ async fn guest_errors_and_rejections_are_classified() {
             .outcome
             .kind(),
         "rejected"
+    );
+}
+
+#[tokio::test]
+async fn standard_keys_are_validated_at_the_boundary() {
+    let rt = runtime();
+    let w = load(&rt, c::BAD_KEYS);
+    let r = run(&rt, &w, json!({}), Limits::default()).await;
+    let f = fault(&r);
+    assert_eq!(f.kind(), "invalid_output");
+    let msg = f.to_string();
+    assert!(
+        msg.contains("`loss_mask`")
+            && msg.contains("expected i32 [B, L]")
+            && msg.contains("got i64 [1, 3]"),
+        "{msg}"
     );
 }

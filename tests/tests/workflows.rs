@@ -79,22 +79,37 @@ fn accepted(r: &EpisodeReport) -> &Trajectory {
 }
 
 fn i32s(t: &Trajectory, key: &str) -> Vec<i32> {
-    match t.get(key).unwrap_or_else(|| panic!("missing {key}")).data() {
-        TensorData::I32(v) => v.clone(),
+    match t
+        .get(key)
+        .unwrap_or_else(|| panic!("missing {key}"))
+        .data()
+        .expect("tensor data")
+    {
+        TensorData::I32(v) => v,
         other => panic!("{key} should be i32, got {other:?}"),
     }
 }
 
 fn f32s(t: &Trajectory, key: &str) -> Vec<f32> {
-    match t.get(key).unwrap_or_else(|| panic!("missing {key}")).data() {
-        TensorData::F32(v) => v.clone(),
+    match t
+        .get(key)
+        .unwrap_or_else(|| panic!("missing {key}"))
+        .data()
+        .expect("tensor data")
+    {
+        TensorData::F32(v) => v,
         other => panic!("{key} should be f32, got {other:?}"),
     }
 }
 
 fn bools(t: &Trajectory, key: &str) -> Vec<bool> {
-    match t.get(key).unwrap_or_else(|| panic!("missing {key}")).data() {
-        TensorData::Bool(v) => v.clone(),
+    match t
+        .get(key)
+        .unwrap_or_else(|| panic!("missing {key}"))
+        .data()
+        .expect("tensor data")
+    {
+        TensorData::Bool(v) => v,
         other => panic!("{key} should be bool, got {other:?}"),
     }
 }
@@ -346,24 +361,24 @@ async fn rlvr_matches_the_areal_layout_fixture() {
                 .collect();
             assert_eq!(tensor.shape(), shape.as_slice(), "case {i}: {key} shape");
             let data = e["data"].as_array().expect("data");
-            match tensor.data() {
+            match tensor.data().expect("tensor data") {
                 TensorData::I32(v) => {
                     let w: Vec<i32> = data
                         .iter()
                         .map(|x| x.as_i64().expect("int") as i32)
                         .collect();
-                    assert_eq!(v, &w, "case {i}: {key}");
+                    assert_eq!(v, w, "case {i}: {key}");
                 }
                 TensorData::F32(v) => {
                     let w: Vec<f32> = data
                         .iter()
                         .map(|x| x.as_f64().expect("float") as f32)
                         .collect();
-                    assert_eq!(v, &w, "case {i}: {key}");
+                    assert_eq!(v, w, "case {i}: {key}");
                 }
                 TensorData::Bool(v) => {
                     let w: Vec<bool> = data.iter().map(|x| x.as_bool().expect("bool")).collect();
-                    assert_eq!(v, &w, "case {i}: {key}");
+                    assert_eq!(v, w, "case {i}: {key}");
                 }
                 other => panic!("case {i}: {key} has an unexpected dtype {other:?}"),
             }

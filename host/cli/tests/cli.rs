@@ -112,6 +112,65 @@ fn run_rlvr_with_tokenizer_replay_engine_and_math_reward() {
     assert_eq!(v["stats"], json!([["reward", 1.0]]));
     assert_eq!(v["reward_calls"][0]["name"], "math");
 
+    // --out writes the tensors as safetensors that Python loads unchanged.
+    let batch = tmp.path().join("episode.safetensors");
+    let batch_arg = batch.display().to_string();
+    let (ok, out, err) = rollbox(
+        &[
+            "run",
+            c::WORKFLOW_RLVR,
+            "--tokenizer",
+            &model_path,
+            "--engine",
+            &engine,
+            "--reward",
+            &reward,
+            "--config",
+            r#"{"reward": "math"}"#,
+            "--data",
+            &data,
+            "--out",
+            &batch_arg,
+        ],
+        tmp.path(),
+    );
+    assert!(ok, "{out}\n{err}");
+    let py = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scripts/check_safetensors.py"
+        ))
+        .arg(&batch)
+        .output()
+        .expect("python3 runs (.ci/run installs safetensors and numpy)");
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let loaded: Value = serde_json::from_slice(&py.stdout).expect("JSON from check_safetensors.py");
+    let t = &loaded["tensors"];
+    let len = prompt.len() + output.len();
+    let ids: Vec<u32> = prompt.iter().chain(&output).copied().collect();
+    assert_eq!(t["input_ids"]["dtype"], "int32");
+    assert_eq!(t["input_ids"]["shape"], json!([1, len]));
+    assert_eq!(t["input_ids"]["data"], json!(ids));
+    assert_eq!(t["attention_mask"]["dtype"], "bool");
+    assert_eq!(t["attention_mask"]["data"], json!(vec![true; len]));
+    let mask: Vec<i32> = (0..len).map(|i| i32::from(i >= prompt.len())).collect();
+    assert_eq!(t["loss_mask"]["data"], json!(mask));
+    assert_eq!(t["logprobs"]["dtype"], "float32");
+    assert_eq!(t["rewards"]["shape"], json!([1]));
+    assert_eq!(t["rewards"]["data"], json!([1.0]));
+    assert_eq!(t["is_truncated"]["dtype"], "bool");
+    let meta = &loaded["metadata"];
+    assert_eq!(meta["workflow_sha256"], v["sha256"]);
+    assert_eq!(meta["rollbox_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        meta["component_sha256.math"].as_str().map(str::len),
+        Some(64)
+    );
+
     // Without the reward registered, the episode fails with the registration hint, exit 1.
     let (ok, out, _) = rollbox(
         &[

@@ -250,6 +250,9 @@ fn take_output(
         }
         tensors.push((name, tensor));
     }
+    rollbox_tensor::validate_trajectory(&tensors).map_err(|e| GuestFault::InvalidOutput {
+        message: e.to_string(),
+    })?;
     let metadata = if output.metadata.trim().is_empty() {
         serde_json::json!({})
     } else {

@@ -23,6 +23,7 @@ pub struct Services {
     tools: RwLock<BTreeMap<String, Arc<Registered<ToolComponent>>>>,
     untrusted_pool: Semaphore,
     untrusted_pool_size: usize,
+    device: rollbox_tensor::Device,
 }
 
 impl Default for Services {
@@ -47,7 +48,20 @@ impl Services {
             tools: RwLock::new(BTreeMap::new()),
             untrusted_pool: Semaphore::new(cores),
             untrusted_pool_size: cores,
+            device: rollbox_tensor::default_device(),
         }
+    }
+
+    /// Keep host tensors on `device` (default: [`rollbox_tensor::default_device`], the CPU
+    /// unless built with `cuda` and a GPU is present).
+    pub fn with_device(mut self, device: rollbox_tensor::Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// The device host tensors live on.
+    pub fn device(&self) -> &rollbox_tensor::Device {
+        &self.device
     }
 
     /// Use `backend` for `generate`. Without a tokenizer, its default stop ids (eos/pad)

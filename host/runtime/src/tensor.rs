@@ -24,14 +24,14 @@ fn from_wit(data: TensorData) -> Data {
     }
 }
 
-fn to_wit(data: &Data) -> TensorData {
+fn to_wit(data: Data) -> TensorData {
     match data {
-        Data::I32(v) => TensorData::I32(v.clone()),
-        Data::I64(v) => TensorData::I64(v.clone()),
-        Data::F32(v) => TensorData::F32(v.clone()),
-        Data::BF16(v) => TensorData::Bf16(v.clone()),
-        Data::Bool(v) => TensorData::Bool(v.clone()),
-        Data::U8(v) => TensorData::U8(v.clone()),
+        Data::I32(v) => TensorData::I32(v),
+        Data::I64(v) => TensorData::I64(v),
+        Data::F32(v) => TensorData::F32(v),
+        Data::BF16(v) => TensorData::Bf16(v),
+        Data::Bool(v) => TensorData::Bool(v),
+        Data::U8(v) => TensorData::U8(v),
     }
 }
 
@@ -72,7 +72,8 @@ impl tensor::HostTensor for StoreState {
         shape: Vec<u32>,
     ) -> wasmtime::Result<Result<Resource<HostTensor>, Error>> {
         let shape = shape.into_iter().map(|d| d as usize).collect();
-        match HostTensor::new(from_wit(data), shape) {
+        let device = self.ctx.services.device().clone();
+        match HostTensor::new_on(from_wit(data), shape, &device) {
             Ok(t) => self.admit(t),
             Err(e) => Ok(Err(invalid(e))),
         }
@@ -106,7 +107,8 @@ impl tensor::HostTensor for StoreState {
     }
 
     async fn data(&mut self, this: Resource<HostTensor>) -> wasmtime::Result<TensorData> {
-        Ok(to_wit(self.table.get(&this)?.data()))
+        let data = self.table.get(&this)?.data()?;
+        Ok(to_wit(data))
     }
 
     async fn drop(&mut self, this: Resource<HostTensor>) -> wasmtime::Result<()> {

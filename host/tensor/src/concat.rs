@@ -5,8 +5,11 @@
 //! `attention_mask` always padded with 0/false, other keys with `pad_value`, rank-1 tensors
 //! concatenated, keys in the order of the first dict.
 
+use candle_core::{Device, Storage, Tensor, WithDType};
+use half::bf16;
+
 use crate::data::element_count;
-use crate::{HostTensor, TensorData, TensorError};
+use crate::{DType, HostTensor, TensorError};
 
 /// Concatenate tensors along dimension 0. All must share dtype, rank and trailing dims.
 pub fn concat(tensors: &[&HostTensor]) -> Result<HostTensor, TensorError> {
@@ -41,14 +44,10 @@ pub fn concat(tensors: &[&HostTensor]) -> Result<HostTensor, TensorError> {
         }
         rows += t.shape()[0];
     }
-    let total: usize = tensors.iter().map(|t| t.data().len()).sum();
-    let mut data = TensorData::with_capacity(first.dtype(), total);
-    for t in tensors {
-        append(&mut data, t.data());
-    }
-    let mut shape = first.shape().to_vec();
-    shape[0] = rows;
-    HostTensor::new(data, shape)
+    let parts: Vec<&Tensor> = tensors.iter().map(|t| t.as_candle()).collect();
+    debug_assert_eq!(rows, parts.iter().map(|t| t.dims()[0]).sum::<usize>());
+    let inner = Tensor::cat(&parts, 0).map_err(|e| TensorError::device("concat", e))?;
+    HostTensor::from_candle(inner, first.dtype())
 }
 
 /// AReaL's `concat_padded_tensors` over dicts given as `(key, tensor)` lists.
@@ -158,49 +157,116 @@ fn pad_cat_dim0(key: &str, values: &[&HostTensor], pad: f64) -> Result<HostTenso
             }
             let mut shape = vec![rows];
             shape.extend_from_slice(&max_tail);
-            let total = element_count(&shape).ok_or(TensorError::Invalid {
+            element_count(&shape).ok_or(TensorError::Invalid {
                 op: "concat_padded",
                 message: format!("`{key}`: padded shape {shape:?} overflows"),
             })?;
-            let mut data = TensorData::with_capacity(first.dtype(), total);
-            for t in values {
-                append_padded(&mut data, t, &max_tail, pad);
+            check_pad(key, first.dtype(), pad)?;
+            let inner = match cpu_pad_cat(values, &shape, pad) {
+                Some(t) => t,
+                None => device_pad_cat(values, &max_tail, pad),
             }
-            HostTensor::new(data, shape)
+            .map_err(|e| TensorError::device("concat_padded", e))?;
+            HostTensor::from_candle(inner, first.dtype())
         }
     }
 }
 
-fn append(dst: &mut TensorData, src: &TensorData) {
-    match (dst, src) {
-        (TensorData::I32(d), TensorData::I32(s)) => d.extend_from_slice(s),
-        (TensorData::I64(d), TensorData::I64(s)) => d.extend_from_slice(s),
-        (TensorData::F32(d), TensorData::F32(s)) => d.extend_from_slice(s),
-        (TensorData::BF16(d), TensorData::BF16(s)) => d.extend_from_slice(s),
-        (TensorData::Bool(d), TensorData::Bool(s)) => d.extend_from_slice(s),
-        (TensorData::U8(d), TensorData::U8(s)) => d.extend_from_slice(s),
-        _ => unreachable_dtype(),
+/// torch refuses a fill value the dtype cannot hold (`fill_` raises); so do we, naming the key.
+fn check_pad(key: &str, dtype: DType, pad: f64) -> Result<(), TensorError> {
+    let (lo, hi) = match dtype {
+        DType::I32 => (f64::from(i32::MIN), f64::from(i32::MAX)),
+        // i64's bounds are not exact in f64; torch's check is `-2^63 <= v < 2^63`.
+        DType::I64 => (-(2f64.powi(63)), 2f64.powi(63) - 1024.0),
+        DType::U8 => (0.0, 255.0),
+        DType::F32 | DType::BF16 | DType::Bool => return Ok(()),
+    };
+    // Truncation toward zero happens first, so -0.5 fits i32 but not u8 (torch agrees).
+    let ok = pad.is_finite() && pad >= lo && pad <= hi && !(dtype == DType::U8 && pad < 0.0);
+    if ok {
+        return Ok(());
+    }
+    Err(TensorError::Invalid {
+        op: "concat_padded",
+        message: format!(
+            "pad value {pad} cannot be stored in `{key}` ({dtype}); pass a pad value in range"
+        ),
+    })
+}
+
+/// The CPU path: one pass writing the padded output. `None` when a tensor is not a
+/// contiguous CPU tensor (then the device path runs).
+fn cpu_pad_cat(
+    values: &[&HostTensor],
+    shape: &[usize],
+    pad: f64,
+) -> Option<candle_core::Result<Tensor>> {
+    match values[0].dtype() {
+        DType::I32 => cpu_pad_cat_typed(values, shape, pad as i32),
+        DType::I64 => cpu_pad_cat_typed(values, shape, pad as i64),
+        DType::F32 => cpu_pad_cat_typed(values, shape, pad as f32),
+        DType::BF16 => cpu_pad_cat_typed(values, shape, bf16::from_f32(pad as f32)),
+        DType::Bool => cpu_pad_cat_typed(values, shape, u8::from(pad != 0.0)),
+        DType::U8 => cpu_pad_cat_typed(values, shape, pad as u8),
     }
 }
 
-/// Callers check dtypes before appending; a mismatch here is a bug in this module.
-#[cold]
-fn unreachable_dtype() {
-    debug_assert!(false, "dtype checked by caller");
+fn cpu_pad_cat_typed<T: WithDType>(
+    values: &[&HostTensor],
+    shape: &[usize],
+    pad: T,
+) -> Option<candle_core::Result<Tensor>> {
+    let total: usize = shape.iter().product();
+    let tail = &shape[1..];
+    let mut dst: Vec<T> = Vec::with_capacity(total);
+    for t in values {
+        with_cpu_slice(t.as_candle(), |src: &[T]| {
+            pad_into(&mut dst, src, t.shape(), tail, pad)
+        })?;
+    }
+    Some(Tensor::from_vec(dst, shape, &Device::Cpu))
 }
 
-/// Append `src` (rank ≥ 2) right-padded to trailing dims `tail`.
-fn append_padded(dst: &mut TensorData, src: &HostTensor, tail: &[usize], pad: f64) {
-    match (dst, src.data()) {
-        (TensorData::I32(d), TensorData::I32(s)) => pad_into(d, s, src.shape(), tail, pad as i32),
-        (TensorData::I64(d), TensorData::I64(s)) => pad_into(d, s, src.shape(), tail, pad as i64),
-        (TensorData::F32(d), TensorData::F32(s)) => pad_into(d, s, src.shape(), tail, pad as f32),
-        (TensorData::BF16(d), TensorData::BF16(s)) => {
-            pad_into(d, s, src.shape(), tail, f32_to_bf16(pad as f32))
+/// Run `f` on the row-major elements of a contiguous CPU tensor.
+pub(crate) fn with_cpu_slice<T: WithDType, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Option<R> {
+    let (storage, layout) = t.storage_and_layout();
+    let Storage::Cpu(cpu) = &*storage else {
+        return None;
+    };
+    let (start, end) = layout.contiguous_offsets()?;
+    let all = cpu.as_slice::<T>().ok()?;
+    Some(f(all.get(start..end)?))
+}
+
+/// The device path (any candle device): pad each tensor with `full` blocks, then one `cat`.
+fn device_pad_cat(values: &[&HostTensor], tail: &[usize], pad: f64) -> candle_core::Result<Tensor> {
+    let dtype = values[0].dtype();
+    let mut padded = Vec::with_capacity(values.len());
+    for t in values {
+        let mut x = t.as_candle().clone();
+        for (i, &target) in tail.iter().enumerate() {
+            let have = x.dim(i + 1)?;
+            if have < target {
+                let mut fill_shape = x.dims().to_vec();
+                fill_shape[i + 1] = target - have;
+                let fill = full(dtype, pad, fill_shape, x.device())?;
+                x = Tensor::cat(&[&x, &fill], i + 1)?;
+            }
         }
-        (TensorData::Bool(d), TensorData::Bool(s)) => pad_into(d, s, src.shape(), tail, pad != 0.0),
-        (TensorData::U8(d), TensorData::U8(s)) => pad_into(d, s, src.shape(), tail, pad as u8),
-        _ => unreachable_dtype(),
+        padded.push(x);
+    }
+    Tensor::cat(&padded, 0)
+}
+
+/// A tensor filled with `pad` cast to `dtype` the way torch casts a fill value.
+fn full(dtype: DType, pad: f64, shape: Vec<usize>, device: &Device) -> candle_core::Result<Tensor> {
+    match dtype {
+        DType::I32 => Tensor::full(pad as i32, shape, device),
+        DType::I64 => Tensor::full(pad as i64, shape, device),
+        DType::F32 => Tensor::full(pad as f32, shape, device),
+        DType::BF16 => Tensor::full(bf16::from_f32(pad as f32), shape, device),
+        DType::Bool => Tensor::full(u8::from(pad != 0.0), shape, device),
+        DType::U8 => Tensor::full(pad as u8, shape, device),
     }
 }
 
@@ -238,19 +304,10 @@ fn pad_into<T: Copy>(dst: &mut Vec<T>, src: &[T], shape: &[usize], tail: &[usize
     }
 }
 
-/// Round-to-nearest-even f32 → bf16 bits (NaN kept quiet).
-fn f32_to_bf16(x: f32) -> u16 {
-    let bits = x.to_bits();
-    if x.is_nan() {
-        return ((bits >> 16) as u16) | 0x40;
-    }
-    let round = 0x7fff + ((bits >> 16) & 1);
-    ((bits + round) >> 16) as u16
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TensorData;
 
     fn t(data: TensorData, shape: &[usize]) -> HostTensor {
         HostTensor::new(data, shape.to_vec()).expect("valid tensor")
@@ -277,11 +334,14 @@ mod tests {
         )
         .expect("concat");
         assert_eq!(out[0].0, "input_ids");
-        assert_eq!(out[0].1.data(), &TensorData::I32(vec![1, 2, 3, 4, 7, 7]));
+        assert_eq!(
+            out[0].1.data().expect("data"),
+            TensorData::I32(vec![1, 2, 3, 4, 7, 7])
+        );
         assert_eq!(out[1].0, "attention_mask");
         assert_eq!(
-            out[1].1.data(),
-            &TensorData::Bool(vec![true, true, true, true, false, false])
+            out[1].1.data().expect("data"),
+            TensorData::Bool(vec![true, true, true, true, false, false])
         );
     }
 
@@ -302,8 +362,8 @@ mod tests {
         assert_eq!(out[0].1.shape(), &[3]);
         assert_eq!(out[1].1.shape(), &[2, 2, 3]);
         assert_eq!(
-            out[1].1.data(),
-            &TensorData::I64(vec![1, 2, 0, 3, 4, 0, 9, 8, 7, 0, 0, 0])
+            out[1].1.data().expect("data"),
+            TensorData::I64(vec![1, 2, 0, 3, 4, 0, 9, 8, 7, 0, 0, 0])
         );
     }
 
@@ -341,10 +401,100 @@ mod tests {
         assert!(concat(&[&a, &t(TensorData::I32(vec![1, 2]), &[1, 2])]).is_err());
     }
 
+    /// The device path (used on CUDA) and the CPU path give identical tensors.
     #[test]
-    fn bf16_rounding() {
-        assert_eq!(f32_to_bf16(1.0), 0x3f80);
-        assert_eq!(f32_to_bf16(0.0), 0);
-        assert_eq!(f32_to_bf16(-2.0), 0xc000);
+    fn device_path_matches_cpu_path() {
+        let mut state = 12345u64;
+        let mut next = move |n: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        for dtype in [
+            DType::I32,
+            DType::I64,
+            DType::F32,
+            DType::BF16,
+            DType::Bool,
+            DType::U8,
+        ] {
+            let tensors: Vec<HostTensor> = (0..5)
+                .map(|_| {
+                    let shape = vec![
+                        1 + next(2) as usize,
+                        1 + next(4) as usize,
+                        1 + next(5) as usize,
+                    ];
+                    let n: usize = shape.iter().product();
+                    let data = match dtype {
+                        DType::I32 => {
+                            TensorData::I32((0..n).map(|_| next(100) as i32 - 50).collect())
+                        }
+                        DType::I64 => TensorData::I64((0..n).map(|_| next(100) as i64).collect()),
+                        DType::F32 => {
+                            TensorData::F32((0..n).map(|_| next(100) as f32 / 7.0).collect())
+                        }
+                        DType::BF16 => {
+                            TensorData::BF16((0..n).map(|_| 0x3f80 + next(64) as u16).collect())
+                        }
+                        DType::Bool => TensorData::Bool((0..n).map(|_| next(2) == 1).collect()),
+                        DType::U8 => TensorData::U8((0..n).map(|_| next(256) as u8).collect()),
+                    };
+                    t(data, &shape)
+                })
+                .collect();
+            let refs: Vec<&HostTensor> = tensors.iter().collect();
+            let mut tail = vec![0usize; 2];
+            let mut rows = 0;
+            for x in &refs {
+                rows += x.shape()[0];
+                tail[0] = tail[0].max(x.shape()[1]);
+                tail[1] = tail[1].max(x.shape()[2]);
+            }
+            for pad in [0.0, -1.0, 0.1, 3.0] {
+                let shape = [rows, tail[0], tail[1]];
+                let cpu = cpu_pad_cat(&refs, &shape, pad)
+                    .expect("cpu tensors")
+                    .expect("cpu");
+                let dev = device_pad_cat(&refs, &tail, pad).expect("device");
+                let cpu = HostTensor::from_candle(cpu, dtype).expect("wrap");
+                let dev = HostTensor::from_candle(dev, dtype).expect("wrap");
+                assert_eq!(cpu, dev, "{dtype} pad {pad}");
+            }
+        }
+    }
+
+    #[test]
+    fn pad_value_casts_like_torch() {
+        let a = t(TensorData::BF16(vec![0x3f80]), &[1, 1]);
+        let b = t(TensorData::BF16(vec![0x3f80, 0x3f80]), &[1, 2]);
+        let out =
+            concat_padded(&[vec![("h".into(), &a)], vec![("h".into(), &b)]], 0.1).expect("ok");
+        // 0.1 rounds to the nearest bf16, 0x3dcd.
+        assert_eq!(
+            out[0].1.data().expect("data"),
+            TensorData::BF16(vec![0x3f80, 0x3dcd, 0x3f80, 0x3f80])
+        );
+        let i = t(TensorData::I32(vec![5]), &[1, 1]);
+        let j = t(TensorData::I32(vec![5, 6]), &[1, 2]);
+        let out =
+            concat_padded(&[vec![("i".into(), &i)], vec![("i".into(), &j)]], -1.7).expect("ok");
+        let u = t(TensorData::U8(vec![5]), &[1, 1]);
+        let v = t(TensorData::U8(vec![5, 6]), &[1, 2]);
+        let e =
+            concat_padded(&[vec![("u".into(), &u)], vec![("u".into(), &v)]], -0.5).expect_err("u8");
+        assert!(
+            e.to_string().contains("cannot be stored in `u` (u8)"),
+            "{e}"
+        );
+        let e =
+            concat_padded(&[vec![("i".into(), &i)], vec![("i".into(), &j)]], 3e9).expect_err("i32");
+        assert!(e.to_string().contains("i32"), "{e}");
+        // Float to int truncates toward zero, as torch's fill does.
+        assert_eq!(
+            out[0].1.data().expect("data"),
+            TensorData::I32(vec![5, -1, 5, 6])
+        );
     }
 }

@@ -1,10 +1,16 @@
-//! Typed tensor storage: dtype, shape and row-major data.
+//! Typed tensors on a candle device: dtype, shape, and conversion to and from row-major data.
 
 use std::fmt;
+
+use candle_core::{Device, Tensor};
+use half::bf16;
 
 use crate::TensorError;
 
 /// Element type of a host tensor.
+///
+/// `Bool` is stored as candle `u8` (0/1), which candle lacks a bool type for; the logical dtype
+/// travels with the tensor so safetensors output still says `BOOL`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
     /// 32-bit signed integer.
@@ -13,9 +19,9 @@ pub enum DType {
     I64,
     /// 32-bit float.
     F32,
-    /// bfloat16 (stored as raw bits).
+    /// bfloat16.
     BF16,
-    /// Boolean (one byte each).
+    /// Boolean (one byte each, 0 or 1).
     Bool,
     /// Unsigned byte.
     U8,
@@ -43,6 +49,17 @@ impl DType {
             DType::U8 => "u8",
         }
     }
+
+    /// The candle storage type.
+    pub fn candle(self) -> candle_core::DType {
+        match self {
+            DType::I32 => candle_core::DType::I32,
+            DType::I64 => candle_core::DType::I64,
+            DType::F32 => candle_core::DType::F32,
+            DType::BF16 => candle_core::DType::BF16,
+            DType::Bool | DType::U8 => candle_core::DType::U8,
+        }
+    }
 }
 
 impl fmt::Display for DType {
@@ -51,7 +68,7 @@ impl fmt::Display for DType {
     }
 }
 
-/// Row-major element data.
+/// Row-major element data, as it crosses the guest boundary.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TensorData {
     /// i32 elements.
@@ -68,24 +85,17 @@ pub enum TensorData {
     U8(Vec<u8>),
 }
 
-/// Applies `$body` to the inner vector of a `TensorData`, whatever its type.
-macro_rules! with_vec {
-    ($data:expr, $v:ident => $body:expr) => {
-        match $data {
-            TensorData::I32($v) => $body,
-            TensorData::I64($v) => $body,
-            TensorData::F32($v) => $body,
-            TensorData::BF16($v) => $body,
-            TensorData::Bool($v) => $body,
-            TensorData::U8($v) => $body,
-        }
-    };
-}
-
 impl TensorData {
     /// Number of elements.
     pub fn len(&self) -> usize {
-        with_vec!(self, v => v.len())
+        match self {
+            TensorData::I32(v) => v.len(),
+            TensorData::I64(v) => v.len(),
+            TensorData::F32(v) => v.len(),
+            TensorData::BF16(v) => v.len(),
+            TensorData::Bool(v) => v.len(),
+            TensorData::U8(v) => v.len(),
+        }
     }
 
     /// True when there are no elements.
@@ -104,30 +114,46 @@ impl TensorData {
             TensorData::U8(_) => DType::U8,
         }
     }
+}
 
-    /// An empty vector of `dtype` with room for `capacity` elements.
-    pub fn with_capacity(dtype: DType, capacity: usize) -> TensorData {
-        match dtype {
-            DType::I32 => TensorData::I32(Vec::with_capacity(capacity)),
-            DType::I64 => TensorData::I64(Vec::with_capacity(capacity)),
-            DType::F32 => TensorData::F32(Vec::with_capacity(capacity)),
-            DType::BF16 => TensorData::BF16(Vec::with_capacity(capacity)),
-            DType::Bool => TensorData::Bool(Vec::with_capacity(capacity)),
-            DType::U8 => TensorData::U8(Vec::with_capacity(capacity)),
+/// A tensor owned by the host: a candle tensor plus its logical dtype.
+///
+/// Cloning is cheap (candle tensors share their storage).
+#[derive(Debug, Clone)]
+pub struct HostTensor {
+    inner: Tensor,
+    dtype: DType,
+}
+
+impl PartialEq for HostTensor {
+    /// Same dtype, same shape and the same elements (bitwise for floats, so NaN == NaN).
+    fn eq(&self, other: &Self) -> bool {
+        if self.dtype != other.dtype || self.shape() != other.shape() {
+            return false;
+        }
+        match (self.data(), other.data()) {
+            (Ok(TensorData::F32(a)), Ok(TensorData::F32(b))) => {
+                a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
         }
     }
 }
 
-/// A tensor owned by the host.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HostTensor {
-    shape: Vec<usize>,
-    data: TensorData,
-}
-
 impl HostTensor {
-    /// A tensor from data and shape; the shape's element count must equal the data length.
+    /// A tensor on the CPU from data and shape; the shape's element count must equal the data
+    /// length.
     pub fn new(data: TensorData, shape: Vec<usize>) -> Result<Self, TensorError> {
+        Self::new_on(data, shape, &Device::Cpu)
+    }
+
+    /// A tensor on `device` from data and shape.
+    pub fn new_on(
+        data: TensorData,
+        shape: Vec<usize>,
+        device: &Device,
+    ) -> Result<Self, TensorError> {
         let expected = element_count(&shape).ok_or_else(|| TensorError::Invalid {
             op: "create",
             message: format!("shape {shape:?} overflows the element count"),
@@ -140,40 +166,120 @@ impl HostTensor {
                 got: data.len(),
             });
         }
-        Ok(HostTensor { shape, data })
+        let dtype = data.dtype();
+        let inner = match data {
+            TensorData::I32(v) => Tensor::from_vec(v, shape, device),
+            TensorData::I64(v) => Tensor::from_vec(v, shape, device),
+            TensorData::F32(v) => Tensor::from_vec(v, shape, device),
+            TensorData::BF16(v) => {
+                let v: Vec<bf16> = v.into_iter().map(bf16::from_bits).collect();
+                Tensor::from_vec(v, shape, device)
+            }
+            TensorData::Bool(v) => {
+                let v: Vec<u8> = v.into_iter().map(u8::from).collect();
+                Tensor::from_vec(v, shape, device)
+            }
+            TensorData::U8(v) => Tensor::from_vec(v, shape, device),
+        }
+        .map_err(|e| TensorError::device("create", e))?;
+        Ok(HostTensor { inner, dtype })
+    }
+
+    /// Wrap a candle tensor. `dtype` must agree with its storage type (`Bool` with `u8`).
+    pub fn from_candle(inner: Tensor, dtype: DType) -> Result<Self, TensorError> {
+        if inner.dtype() != dtype.candle() {
+            return Err(TensorError::Invalid {
+                op: "from_candle",
+                message: format!(
+                    "a candle {:?} tensor cannot hold {dtype} elements (expected {:?})",
+                    inner.dtype(),
+                    dtype.candle()
+                ),
+            });
+        }
+        Ok(HostTensor { inner, dtype })
+    }
+
+    /// The candle tensor (`Bool` tensors are `u8` 0/1).
+    pub fn as_candle(&self) -> &Tensor {
+        &self.inner
+    }
+
+    /// The device the data lives on.
+    pub fn device(&self) -> &Device {
+        self.inner.device()
+    }
+
+    /// A copy on `device` (the same tensor when it is already there).
+    pub fn to_device(&self, device: &Device) -> Result<HostTensor, TensorError> {
+        if self.device().same_device(device) {
+            return Ok(self.clone());
+        }
+        let inner = self
+            .inner
+            .to_device(device)
+            .map_err(|e| TensorError::device("to_device", e))?;
+        Ok(HostTensor {
+            inner,
+            dtype: self.dtype,
+        })
     }
 
     /// The shape.
     pub fn shape(&self) -> &[usize] {
-        &self.shape
+        self.inner.dims()
     }
 
     /// Number of dimensions.
     pub fn rank(&self) -> usize {
-        self.shape.len()
+        self.inner.rank()
+    }
+
+    /// Number of elements.
+    pub fn elem_count(&self) -> usize {
+        self.inner.elem_count()
     }
 
     /// The element type.
     pub fn dtype(&self) -> DType {
-        self.data.dtype()
+        self.dtype
     }
 
-    /// The data, row-major.
-    pub fn data(&self) -> &TensorData {
-        &self.data
-    }
-
-    /// Consume the tensor, returning its data.
-    pub fn into_data(self) -> TensorData {
-        self.data
+    /// The data, row-major, copied to host memory.
+    pub fn data(&self) -> Result<TensorData, TensorError> {
+        let flat = self
+            .inner
+            .flatten_all()
+            .map_err(|e| TensorError::device("data", e))?;
+        let err = |e| TensorError::device("data", e);
+        Ok(match self.dtype {
+            DType::I32 => TensorData::I32(flat.to_vec1().map_err(err)?),
+            DType::I64 => TensorData::I64(flat.to_vec1().map_err(err)?),
+            DType::F32 => TensorData::F32(flat.to_vec1().map_err(err)?),
+            DType::BF16 => TensorData::BF16(
+                flat.to_vec1::<bf16>()
+                    .map_err(err)?
+                    .into_iter()
+                    .map(bf16::to_bits)
+                    .collect(),
+            ),
+            DType::Bool => TensorData::Bool(
+                flat.to_vec1::<u8>()
+                    .map_err(err)?
+                    .into_iter()
+                    .map(|b| b != 0)
+                    .collect(),
+            ),
+            DType::U8 => TensorData::U8(flat.to_vec1().map_err(err)?),
+        })
     }
 
     /// Size of the data in bytes.
     pub fn size_in_bytes(&self) -> usize {
-        self.data.len() * self.dtype().size_in_bytes()
+        self.elem_count() * self.dtype.size_in_bytes()
     }
 
-    /// A copy with a dimension of size 1 inserted at `dim` (`0..=rank`).
+    /// A tensor with a dimension of size 1 inserted at `dim` (`0..=rank`), sharing the data.
     pub fn unsqueeze(&self, dim: usize) -> Result<HostTensor, TensorError> {
         if dim > self.rank() {
             return Err(TensorError::Invalid {
@@ -185,11 +291,13 @@ impl HostTensor {
                 ),
             });
         }
-        let mut shape = self.shape.clone();
-        shape.insert(dim, 1);
+        let inner = self
+            .inner
+            .unsqueeze(dim)
+            .map_err(|e| TensorError::device("unsqueeze", e))?;
         Ok(HostTensor {
-            shape,
-            data: self.data.clone(),
+            inner,
+            dtype: self.dtype,
         })
     }
 }
@@ -212,9 +320,29 @@ mod tests {
         );
         let scalar = HostTensor::new(TensorData::F32(vec![1.0]), vec![]).expect("scalar");
         assert_eq!(scalar.rank(), 0);
+        assert_eq!(scalar.data().expect("data"), TensorData::F32(vec![1.0]));
         let huge =
             HostTensor::new(TensorData::U8(vec![]), vec![usize::MAX, 2]).expect_err("overflow");
         assert!(huge.to_string().contains("overflows"));
+    }
+
+    #[test]
+    fn every_dtype_round_trips() {
+        let cases = [
+            TensorData::I32(vec![-1, 0, i32::MAX, 7]),
+            TensorData::I64(vec![i64::MIN, 0, 1, 2]),
+            TensorData::F32(vec![0.5, -0.0, f32::INFINITY, 3.25]),
+            TensorData::BF16(vec![0x3f80, 0xc000, 0x0000, 0x7f80]),
+            TensorData::Bool(vec![true, false, false, true]),
+            TensorData::U8(vec![0, 1, 254, 255]),
+        ];
+        for data in cases {
+            let t = HostTensor::new(data.clone(), vec![2, 2]).expect("create");
+            assert_eq!(t.dtype(), data.dtype());
+            assert_eq!(t.as_candle().dtype(), data.dtype().candle());
+            assert_eq!(t.data().expect("data"), data);
+            assert_eq!(t.size_in_bytes(), 4 * data.dtype().size_in_bytes());
+        }
     }
 
     #[test]
@@ -224,5 +352,13 @@ mod tests {
         assert_eq!(t.unsqueeze(1).expect("dim 1").shape(), &[3, 1]);
         assert!(t.unsqueeze(2).is_err());
         assert_eq!(t.size_in_bytes(), 12);
+    }
+
+    #[test]
+    fn from_candle_checks_the_storage_type() {
+        let c = Tensor::from_vec(vec![1u8, 0], 2, &Device::Cpu).expect("tensor");
+        let b = HostTensor::from_candle(c.clone(), DType::Bool).expect("bool over u8");
+        assert_eq!(b.data().expect("data"), TensorData::Bool(vec![true, false]));
+        assert!(HostTensor::from_candle(c, DType::I32).is_err());
     }
 }

@@ -1,8 +1,11 @@
-//! Host tensors for rollbox: typed row-major storage, the few operations workflows need, and
-//! AReaL's `concat_padded_tensors` semantics.
+//! Host tensors for rollbox: typed tensors on a candle [`Device`](candle_core::Device), the few
+//! operations workflows need, AReaL's `concat_padded_tensors` semantics, validation of the
+//! standard trajectory keys, and safetensors I/O.
 //!
 //! Tensors built by guests through the `tensor` WIT interface live here, on the host; a guest
-//! holds only handles. This crate has no wasmtime dependency and does no I/O.
+//! holds only handles. Storage is candle: the CPU by default; with the `cuda` feature
+//! [`default_device`] is GPU 0 when present. `bool` is stored as candle `u8` and written to
+//! safetensors as `BOOL`. This crate has no wasmtime dependency.
 //!
 //! ```
 //! use rollbox_tensor::{concat_padded, HostTensor, TensorData};
@@ -11,14 +14,24 @@
 //! let out = concat_padded(&[vec![("input_ids".into(), &a)], vec![("input_ids".into(), &b)]], 0.0)
 //!     .expect("same keys");
 //! assert_eq!(out[0].1.shape(), &[2, 3]);
-//! assert_eq!(out[0].1.data(), &TensorData::I32(vec![1, 2, 3, 4, 0, 0]));
+//! assert_eq!(out[0].1.data().expect("on the host"), TensorData::I32(vec![1, 2, 3, 4, 0, 0]));
 //! ```
 
 mod concat;
 mod data;
+mod device;
+mod io;
+mod validate;
 
+pub use candle_core::Device;
 pub use concat::{concat, concat_padded};
 pub use data::{DType, HostTensor, TensorData};
+pub use device::{default_device, test_devices};
+pub use io::{
+    SafetensorsFile, from_safetensors_bytes, read_safetensors, to_safetensors_bytes, write_atomic,
+    write_safetensors,
+};
+pub use validate::{PER_ROW_KEYS, PER_TOKEN_KEYS, validate_trajectory};
 
 /// Errors of tensor construction and assembly. Each names the operation and the values
 /// involved, so a guest-visible message says what to fix.
@@ -102,6 +115,34 @@ pub enum TensorError {
         /// Key of the tensor.
         key: String,
     },
+    /// A standard trajectory key has the wrong dtype or shape.
+    #[error("trajectory key `{key}`: expected {expected}, got {got}; {fix}")]
+    Trajectory {
+        /// The key.
+        key: String,
+        /// Expected dtype and shape.
+        expected: String,
+        /// Actual dtype and shape.
+        got: String,
+        /// How to fix it.
+        fix: String,
+    },
+    /// The tensor backend (candle device) failed.
+    #[error("{op}: device error: {message}")]
+    Device {
+        /// Operation.
+        op: &'static str,
+        /// candle's message.
+        message: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What failed.
+        message: String,
+    },
     /// An argument is out of range or empty.
     #[error("{op}: {message}")]
     Invalid {
@@ -110,4 +151,13 @@ pub enum TensorError {
         /// What is wrong.
         message: String,
     },
+}
+
+impl TensorError {
+    pub(crate) fn device(op: &'static str, e: candle_core::Error) -> TensorError {
+        TensorError::Device {
+            op,
+            message: e.to_string(),
+        }
+    }
 }

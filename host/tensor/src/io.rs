@@ -1,0 +1,282 @@
+//! safetensors files: a batch written as one file, loadable with
+//! `safetensors.torch.load_file`, with string metadata (provenance) in its header.
+//!
+//! Files are written atomically: to a temporary file in the same directory, synced, then
+//! renamed over the target, so a reader (or a run killed mid-write) never sees half a file.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::Path;
+
+use candle_core::{Device, Tensor};
+use half::bf16;
+use safetensors::{Dtype, SafeTensors, View};
+
+use crate::concat::with_cpu_slice;
+use crate::{DType, HostTensor, TensorData, TensorError};
+
+impl DType {
+    /// The safetensors dtype (`Bool` is `BOOL`, one byte per element).
+    pub fn safetensors(self) -> Dtype {
+        match self {
+            DType::I32 => Dtype::I32,
+            DType::I64 => Dtype::I64,
+            DType::F32 => Dtype::F32,
+            DType::BF16 => Dtype::BF16,
+            DType::Bool => Dtype::BOOL,
+            DType::U8 => Dtype::U8,
+        }
+    }
+
+    fn from_safetensors(dtype: Dtype) -> Option<DType> {
+        Some(match dtype {
+            Dtype::I32 => DType::I32,
+            Dtype::I64 => DType::I64,
+            Dtype::F32 => DType::F32,
+            Dtype::BF16 => DType::BF16,
+            Dtype::BOOL => DType::Bool,
+            Dtype::U8 => DType::U8,
+            _ => return None,
+        })
+    }
+}
+
+/// One tensor's little-endian bytes, ready for serialisation.
+struct Bytes {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+impl View for &Bytes {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.bytes)
+    }
+    fn data_len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+fn le_bytes(t: &HostTensor) -> Result<Vec<u8>, TensorError> {
+    fn cast<T: candle_core::WithDType + bytemuck::Pod>(t: &Tensor) -> Option<Vec<u8>> {
+        with_cpu_slice(t, |s: &[T]| bytemuck::cast_slice::<T, u8>(s).to_vec())
+    }
+    let cpu = t.to_device(&Device::Cpu)?;
+    let c = cpu
+        .as_candle()
+        .contiguous()
+        .map_err(|e| TensorError::device("write_safetensors", e))?;
+    let bytes = match t.dtype() {
+        DType::I32 => cast::<i32>(&c),
+        DType::I64 => cast::<i64>(&c),
+        DType::F32 => cast::<f32>(&c),
+        DType::BF16 => cast::<bf16>(&c),
+        DType::Bool | DType::U8 => cast::<u8>(&c),
+    };
+    bytes.ok_or_else(|| TensorError::Invalid {
+        op: "write_safetensors",
+        message: "tensor data is not readable on the CPU".into(),
+    })
+}
+
+/// Serialise tensors and metadata to safetensors bytes.
+pub fn to_safetensors_bytes(
+    tensors: &[(String, HostTensor)],
+    metadata: &BTreeMap<String, String>,
+) -> Result<Vec<u8>, TensorError> {
+    let views = tensors
+        .iter()
+        .map(|(name, t)| {
+            Ok((
+                name.as_str(),
+                Bytes {
+                    dtype: t.dtype().safetensors(),
+                    shape: t.shape().to_vec(),
+                    bytes: le_bytes(t)?,
+                },
+            ))
+        })
+        .collect::<Result<Vec<_>, TensorError>>()?;
+    let info: HashMap<String, String> = metadata.clone().into_iter().collect();
+    safetensors::serialize(
+        views.iter().map(|(n, b)| (*n, b)),
+        (!info.is_empty()).then_some(info),
+    )
+    .map_err(|e| TensorError::Invalid {
+        op: "write_safetensors",
+        message: e.to_string(),
+    })
+}
+
+/// Write tensors and metadata to `path` atomically (temp file + fsync + rename).
+pub fn write_safetensors(
+    path: &Path,
+    tensors: &[(String, HostTensor)],
+    metadata: &BTreeMap<String, String>,
+) -> Result<(), TensorError> {
+    let bytes = to_safetensors_bytes(tensors, metadata)?;
+    write_atomic(path, &bytes).map_err(|e| TensorError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Write `bytes` to `path` via a temporary sibling file, fsync, then rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        // Persist the rename itself; not every filesystem supports syncing a directory.
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// A safetensors file read back: tensors in file order, and the metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SafetensorsFile {
+    /// Tensors, in the order they are stored.
+    pub tensors: Vec<(String, HostTensor)>,
+    /// The header's `__metadata__`.
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl SafetensorsFile {
+    /// The tensor named `name`.
+    pub fn get(&self, name: &str) -> Option<&HostTensor> {
+        self.tensors.iter().find(|(k, _)| k == name).map(|(_, t)| t)
+    }
+}
+
+/// Parse safetensors bytes onto `device`.
+pub fn from_safetensors_bytes(
+    bytes: &[u8],
+    device: &Device,
+) -> Result<SafetensorsFile, TensorError> {
+    let bad = |message: String| TensorError::Invalid {
+        op: "read_safetensors",
+        message,
+    };
+    let (_, meta) = SafeTensors::read_metadata(bytes).map_err(|e| bad(e.to_string()))?;
+    let metadata: BTreeMap<String, String> = meta
+        .metadata()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let st = SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))?;
+    let mut entries: Vec<(String, safetensors::tensor::TensorView<'_>)> = st.tensors();
+    entries.sort_by_key(|(_, v)| v.data().as_ptr() as usize);
+    let mut tensors = Vec::with_capacity(entries.len());
+    for (name, view) in entries {
+        let dtype = DType::from_safetensors(view.dtype())
+            .ok_or_else(|| bad(format!("`{name}` has unsupported dtype {:?}", view.dtype())))?;
+        let raw = view.data();
+        let data = match dtype {
+            DType::I32 => TensorData::I32(bytemuck::pod_collect_to_vec(raw)),
+            DType::I64 => TensorData::I64(bytemuck::pod_collect_to_vec(raw)),
+            DType::F32 => TensorData::F32(bytemuck::pod_collect_to_vec(raw)),
+            DType::BF16 => TensorData::BF16(bytemuck::pod_collect_to_vec(raw)),
+            DType::Bool => TensorData::Bool(raw.iter().map(|&b| b != 0).collect()),
+            DType::U8 => TensorData::U8(raw.to_vec()),
+        };
+        tensors.push((
+            name,
+            HostTensor::new_on(data, view.shape().to_vec(), device)?,
+        ));
+    }
+    Ok(SafetensorsFile { tensors, metadata })
+}
+
+/// Read a safetensors file onto `device`.
+pub fn read_safetensors(path: &Path, device: &Device) -> Result<SafetensorsFile, TensorError> {
+    let bytes = std::fs::read(path).map_err(|e| TensorError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    from_safetensors_bytes(&bytes, device)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_keeps_names_dtypes_shapes_and_metadata() {
+        let tensors = vec![
+            (
+                "input_ids".to_string(),
+                HostTensor::new(TensorData::I32(vec![1, 2, 3, 4]), vec![2, 2]).expect("t"),
+            ),
+            (
+                "attention_mask".to_string(),
+                HostTensor::new(TensorData::Bool(vec![true, true, true, false]), vec![2, 2])
+                    .expect("t"),
+            ),
+            (
+                "half".to_string(),
+                HostTensor::new(TensorData::BF16(vec![0x3f80, 0x4000]), vec![2]).expect("t"),
+            ),
+            (
+                "ids64".to_string(),
+                HostTensor::new(TensorData::I64(vec![-5]), vec![1]).expect("t"),
+            ),
+        ];
+        let mut meta = BTreeMap::new();
+        meta.insert("rollbox_version".to_string(), "0.1.0".to_string());
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("batch-000000.safetensors");
+        write_safetensors(&path, &tensors, &meta).expect("write");
+        let back = read_safetensors(&path, &Device::Cpu).expect("read");
+        assert_eq!(back.metadata, meta);
+        assert_eq!(back.tensors.len(), tensors.len());
+        for (name, t) in &tensors {
+            assert_eq!(back.get(name), Some(t), "{name}");
+        }
+        // The header says BOOL for the mask, whatever candle stores.
+        let bytes = std::fs::read(&path).expect("bytes");
+        let st = SafeTensors::deserialize(&bytes).expect("parse");
+        assert_eq!(
+            st.tensor("attention_mask").expect("mask").dtype(),
+            Dtype::BOOL
+        );
+        // No temporary file is left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn unreadable_input_is_an_error() {
+        let err = from_safetensors_bytes(b"not a safetensors file", &Device::Cpu).expect_err("bad");
+        assert!(err.to_string().contains("read_safetensors"), "{err}");
+        let err = read_safetensors(Path::new("/nonexistent/x.safetensors"), &Device::Cpu)
+            .expect_err("missing");
+        assert!(
+            err.to_string().contains("/nonexistent/x.safetensors"),
+            "{err}"
+        );
+    }
+}

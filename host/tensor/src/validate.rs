@@ -1,0 +1,250 @@
+//! Validation of AReaL's standard trajectory keys at the boundary.
+//!
+//! | key | dtype | shape |
+//! |---|---|---|
+//! | `input_ids`, `loss_mask`, `versions`, `turn_ids` | i32 | `[B, L]` |
+//! | `logprobs` | f32 | `[B, L]` |
+//! | `attention_mask` | bool | `[B, L]` |
+//! | `rewards`, `rollout_reward` | f32, finite | `[B]` |
+//! | `is_truncated` | bool | `[B]` |
+//!
+//! Every per-token key present must share one `[B, L]`, every per-row key that `B`. Keys are
+//! checked only when present, and other keys are the workflow's own business.
+
+use crate::{DType, HostTensor, TensorData, TensorError};
+
+/// Per-token keys: `[B, L]`.
+pub const PER_TOKEN_KEYS: [(&str, DType); 6] = [
+    ("input_ids", DType::I32),
+    ("loss_mask", DType::I32),
+    ("logprobs", DType::F32),
+    ("versions", DType::I32),
+    ("turn_ids", DType::I32),
+    ("attention_mask", DType::Bool),
+];
+
+/// Per-row keys: `[B]`.
+pub const PER_ROW_KEYS: [(&str, DType); 3] = [
+    ("rewards", DType::F32),
+    ("is_truncated", DType::Bool),
+    ("rollout_reward", DType::F32),
+];
+
+fn fix_for(key: &str, dtype: DType, per_token: bool) -> String {
+    let shape = if per_token { "[B, L]" } else { "[B]" };
+    format!(
+        "build `{key}` as {dtype} {shape} (rollbox_sdk::trajectory does), or rename the key if it is not AReaL's `{key}`"
+    )
+}
+
+/// Check the standard keys of one trajectory dict (or of a concatenated batch).
+pub fn validate_trajectory(tensors: &[(String, HostTensor)]) -> Result<(), TensorError> {
+    let mut token_shape: Option<(&str, [usize; 2])> = None;
+    for (key, dtype) in PER_TOKEN_KEYS {
+        let Some((_, t)) = tensors.iter().find(|(k, _)| k == key) else {
+            continue;
+        };
+        check_dtype(key, t, dtype, true)?;
+        if t.rank() != 2 {
+            return Err(TensorError::Trajectory {
+                key: key.into(),
+                expected: match token_shape {
+                    Some((_, [b, l])) => format!("{dtype} [{b}, {l}]"),
+                    None => format!("{dtype} [B, L]"),
+                },
+                got: format!("{} {:?}", t.dtype(), t.shape()),
+                fix: fix_for(key, dtype, true),
+            });
+        }
+        let shape = [t.shape()[0], t.shape()[1]];
+        match token_shape {
+            None => token_shape = Some((key, shape)),
+            Some((first, s)) if s != shape => {
+                return Err(TensorError::Trajectory {
+                    key: key.into(),
+                    expected: format!("{dtype} {s:?} (the shape of `{first}`)"),
+                    got: format!("{} {:?}", t.dtype(), t.shape()),
+                    fix: "every per-token key must cover the same rows and tokens".into(),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    let mut rows = token_shape.map(|(k, [b, _])| (k, b));
+    for (key, dtype) in PER_ROW_KEYS {
+        let Some((_, t)) = tensors.iter().find(|(k, _)| k == key) else {
+            continue;
+        };
+        check_dtype(key, t, dtype, false)?;
+        let b_ok = match rows {
+            Some((_, b)) => t.shape() == [b],
+            None => t.rank() == 1,
+        };
+        if !b_ok {
+            let expected = match rows {
+                Some((from, b)) => format!("{dtype} [{b}] (B from `{from}`)"),
+                None => format!("{dtype} [B]"),
+            };
+            return Err(TensorError::Trajectory {
+                key: key.into(),
+                expected,
+                got: format!("{} {:?}", t.dtype(), t.shape()),
+                fix: fix_for(key, dtype, false),
+            });
+        }
+        if rows.is_none() {
+            rows = Some((key, t.shape()[0]));
+        }
+        if dtype == DType::F32
+            && let Ok(TensorData::F32(v)) = t.data()
+            && let Some(bad) = v.iter().find(|x| !x.is_finite())
+        {
+            return Err(TensorError::Trajectory {
+                key: key.into(),
+                expected: "finite values".into(),
+                got: format!("{bad}"),
+                fix: "rewards must be finite numbers; map a failed score to 0.0 or reject the episode"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_dtype(
+    key: &str,
+    t: &HostTensor,
+    dtype: DType,
+    per_token: bool,
+) -> Result<(), TensorError> {
+    if t.dtype() == dtype {
+        return Ok(());
+    }
+    Err(TensorError::Trajectory {
+        key: key.into(),
+        expected: format!("{dtype} {}", if per_token { "[B, L]" } else { "[B]" }),
+        got: format!("{} {:?}", t.dtype(), t.shape()),
+        fix: fix_for(key, dtype, per_token),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(data: TensorData, shape: &[usize]) -> HostTensor {
+        HostTensor::new(data, shape.to_vec()).expect("tensor")
+    }
+
+    fn rlvr(len: usize) -> Vec<(String, HostTensor)> {
+        vec![
+            (
+                "input_ids".into(),
+                t(TensorData::I32(vec![1; len]), &[1, len]),
+            ),
+            (
+                "loss_mask".into(),
+                t(TensorData::I32(vec![0; len]), &[1, len]),
+            ),
+            (
+                "logprobs".into(),
+                t(TensorData::F32(vec![0.0; len]), &[1, len]),
+            ),
+            (
+                "versions".into(),
+                t(TensorData::I32(vec![-1; len]), &[1, len]),
+            ),
+            (
+                "attention_mask".into(),
+                t(TensorData::Bool(vec![true; len]), &[1, len]),
+            ),
+            ("rewards".into(), t(TensorData::F32(vec![1.0]), &[1])),
+            (
+                "is_truncated".into(),
+                t(TensorData::Bool(vec![false]), &[1]),
+            ),
+        ]
+    }
+
+    fn replace(
+        mut d: Vec<(String, HostTensor)>,
+        key: &str,
+        v: HostTensor,
+    ) -> Vec<(String, HostTensor)> {
+        for (k, x) in &mut d {
+            if k == key {
+                *x = v.clone();
+            }
+        }
+        d
+    }
+
+    #[test]
+    fn a_standard_dict_passes_and_other_keys_are_free() {
+        validate_trajectory(&rlvr(4)).expect("valid");
+        let mut d = rlvr(3);
+        d.push(("my_scalar".into(), t(TensorData::U8(vec![7]), &[])));
+        validate_trajectory(&d).expect("custom keys are not checked");
+        validate_trajectory(&[]).expect("nothing to check");
+    }
+
+    #[test]
+    fn wrong_dtype_names_key_expected_actual_and_fix() {
+        let d = replace(
+            rlvr(3),
+            "loss_mask",
+            t(TensorData::I64(vec![0; 3]), &[1, 3]),
+        );
+        let e = validate_trajectory(&d).expect_err("dtype").to_string();
+        assert!(
+            e.contains("`loss_mask`")
+                && e.contains("expected i32 [B, L]")
+                && e.contains("got i64 [1, 3]"),
+            "{e}"
+        );
+        assert!(e.contains("build `loss_mask` as i32"), "{e}");
+    }
+
+    #[test]
+    fn per_token_keys_share_one_shape() {
+        let d = replace(
+            rlvr(3),
+            "logprobs",
+            t(TensorData::F32(vec![0.0; 4]), &[1, 4]),
+        );
+        let e = validate_trajectory(&d).expect_err("shape").to_string();
+        assert!(
+            e.contains("`logprobs`")
+                && e.contains("[1, 3] (the shape of `input_ids`)")
+                && e.contains("[1, 4]"),
+            "{e}"
+        );
+        let d = replace(rlvr(3), "versions", t(TensorData::I32(vec![0; 3]), &[3]));
+        let e = validate_trajectory(&d).expect_err("rank").to_string();
+        assert!(
+            e.contains("`versions`") && e.contains("expected i32 [1, 3]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn per_row_keys_follow_the_batch() {
+        let d = replace(rlvr(3), "rewards", t(TensorData::F32(vec![1.0, 2.0]), &[2]));
+        let e = validate_trajectory(&d).expect_err("rows").to_string();
+        assert!(
+            e.contains("`rewards`")
+                && e.contains("f32 [1] (B from `input_ids`)")
+                && e.contains("got f32 [2]"),
+            "{e}"
+        );
+        let d = replace(
+            rlvr(3),
+            "is_truncated",
+            t(TensorData::Bool(vec![true]), &[]),
+        );
+        assert!(validate_trajectory(&d).is_err());
+        let d = replace(rlvr(3), "rewards", t(TensorData::F32(vec![f32::NAN]), &[1]));
+        let e = validate_trajectory(&d).expect_err("nan").to_string();
+        assert!(e.contains("finite") && e.contains("NaN"), "{e}");
+    }
+}
