@@ -72,6 +72,33 @@ pub enum Bench {
         #[arg(long, default_value = "scripts/concat_baseline.py")]
         baseline: PathBuf,
     },
+    /// Embedded engine: prefill and decode tokens/s at 1 and 2 threads, one sequence and 8
+    /// concurrent sequences, next to llama.cpp on the same file when it is installed.
+    Engine {
+        /// The GGUF model.
+        #[arg(long, default_value_t = default_model())]
+        model: String,
+        /// Weight formats to measure (original, q8_0).
+        #[arg(long, value_delimiter = ',', default_value = "original,q8_0")]
+        weights: Vec<String>,
+        /// Thread counts to measure (each in its own process, CANDLE_NUM_THREADS).
+        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        threads: Vec<usize>,
+        /// Python with llama-cpp-python for the baseline; skipped when missing.
+        #[arg(long, default_value_t = default_llamacpp_python())]
+        python: String,
+        /// The baseline script.
+        #[arg(long, default_value = "scripts/llamacpp_baseline.py")]
+        baseline: PathBuf,
+    },
+    /// One configuration of `bench engine` (run by it in a child process).
+    #[command(hide = true)]
+    EngineOne {
+        #[arg(long)]
+        model: String,
+        #[arg(long)]
+        weights: String,
+    },
     /// Encode throughput and chat-template + encode latency (p50), next to transformers.
     Tokenizer {
         /// The model file (GGUF) or tokenizer.json.
@@ -105,8 +132,24 @@ fn default_torch_python() -> String {
     )
 }
 
+/// `~/.cache/rollbox/llamacpp-venv/bin/python` (see scripts/record_embedded_fixture.py).
+fn default_llamacpp_python() -> String {
+    format!(
+        "{}/.cache/rollbox/llamacpp-venv/bin/python",
+        std::env::var("HOME").unwrap_or_default()
+    )
+}
+
 pub async fn run(which: Bench) -> anyhow::Result<()> {
     match which {
+        Bench::Engine {
+            model,
+            weights,
+            threads,
+            python,
+            baseline,
+        } => engine(&model, &weights, &threads, &python, &baseline),
+        Bench::EngineOne { model, weights } => engine_one(&model, &weights).await,
         Bench::Concat {
             runs,
             python,
@@ -593,5 +636,111 @@ pub fn concat(runs: usize, python: &str, baseline: &Path) -> anyhow::Result<()> 
         Ok(s) => println!("baseline {} failed ({s})", baseline.display()),
         Err(e) => println!("baseline skipped: {python} not runnable ({e})"),
     }
+    Ok(())
+}
+
+/// Runs `bench engine-one` per (weights, threads) in a child process, then the baseline.
+fn engine(
+    model: &str,
+    weights: &[String],
+    threads: &[usize],
+    python: &str,
+    baseline: &Path,
+) -> anyhow::Result<()> {
+    require(Path::new(model))?;
+    let exe = std::env::current_exe()?;
+    println!(
+        "engine bench: {model}; 200-token prompt, 128 greedy tokens; 8 sequences of 45-token prompts x 128 tokens"
+    );
+    for w in weights {
+        for &t in threads {
+            let status = std::process::Command::new(&exe)
+                .args(["bench", "engine-one", "--model", model, "--weights", w])
+                .env("CANDLE_NUM_THREADS", t.to_string())
+                .env("RAYON_NUM_THREADS", t.to_string())
+                .status()?;
+            if !status.success() {
+                bail!("bench engine-one ({w}, {t} threads) failed: {status}");
+            }
+        }
+    }
+    if !Path::new(python).exists() {
+        println!("baseline skipped: {python} not found (see scripts/record_embedded_fixture.py)");
+        return Ok(());
+    }
+    for &t in threads {
+        let status = std::process::Command::new(python)
+            .arg(baseline)
+            .arg(model)
+            .arg(t.to_string())
+            .status()?;
+        if !status.success() {
+            println!("baseline {} failed ({status})", baseline.display());
+        }
+    }
+    Ok(())
+}
+
+async fn engine_one(model: &str, weights: &str) -> anyhow::Result<()> {
+    use rollbox_engines::SamplingParams;
+    use rollbox_engines::embedded::{EmbeddedBackend, EmbeddedOptions};
+    let format = weights.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    let backend = Arc::new(EmbeddedBackend::load(EmbeddedOptions {
+        model: PathBuf::from(model),
+        weights: format,
+        ..EmbeddedOptions::default()
+    })?);
+    let tok = backend.tokenizer();
+    let text = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May? ";
+    let mut long = Vec::new();
+    while long.len() < 200 {
+        long.extend(tok.encode(text, false)?);
+    }
+    long.truncate(200);
+    let sampling = SamplingParams {
+        greedy: true,
+        max_new_tokens: 128,
+        ignore_eos: true,
+        ..SamplingParams::default()
+    };
+    let req = |ids: Vec<u32>| GenerateRequest {
+        sampling: sampling.clone(),
+        ..GenerateRequest::new(ids)
+    };
+    // Warm up (first-use allocations, thread pool start).
+    backend.generate(req(long[..32].to_vec())).await?;
+    let t = Instant::now();
+    let r = backend.generate(req(long.clone())).await?;
+    let total = t.elapsed().as_secs_f64();
+    let ttft = r.ttft.unwrap_or(0.0);
+    let decode_tps = (r.output_tokens.len() - 1) as f64 / (total - ttft);
+    let prefill_tps = long.len() as f64 / ttft;
+    let threads = std::env::var("CANDLE_NUM_THREADS").unwrap_or_else(|_| "default".into());
+    // 8 concurrent sequences with different 45-token prompts.
+    let prompts: Vec<Vec<u32>> = (0..8u32)
+        .map(|i| {
+            let mut p = long[..45].to_vec();
+            p[0] = 100 + i;
+            p
+        })
+        .collect();
+    let t = Instant::now();
+    let handles: Vec<_> = prompts
+        .into_iter()
+        .map(|p| {
+            let b = backend.clone();
+            let r = req(p);
+            tokio::spawn(async move { b.generate(r).await })
+        })
+        .collect();
+    let mut tokens = 0usize;
+    for h in handles {
+        tokens += h.await??.output_tokens.len();
+    }
+    let agg = tokens as f64 / t.elapsed().as_secs_f64();
+    println!(
+        "rollbox embedded ({weights}, {threads} threads): prefill {prefill_tps:.0} tok/s, decode {decode_tps:.1} tok/s; 8 sequences: {agg:.1} tok/s aggregate ({:.2}x one)",
+        agg / decode_tps
+    );
     Ok(())
 }

@@ -1,15 +1,15 @@
 //! The `rollbox` command line: inspect components, run one episode, benchmark the sandbox.
 
 mod bench;
+mod engines;
 mod limits;
+mod rollout;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
-use rollbox_engines::InferenceBackend;
-use rollbox_engines::replay::ReplayBackend;
 use rollbox_runtime::{EpisodeOutcome, EpisodeRequest, Runtime, RuntimeConfig, Services};
 
 /// mimalloc keeps freed pages for reuse: batch buffers (tens of MiB, allocated and freed per
@@ -46,8 +46,9 @@ enum Command {
         /// The workflow's configuration, a JSON object.
         #[arg(long, default_value = "{}")]
         config: String,
-        /// Inference engine: `replay:FILE` (recorded responses). Without one, generate calls
-        /// return `unavailable`.
+        /// Inference engine: `embedded[:MODEL.gguf]`, `sglang:URL[,URL...]`, `openai:URL`,
+        /// `openai+llamacpp:URL` or `replay:FILE`. Without one, generate calls return
+        /// `unavailable`.
         #[arg(long)]
         engine: Option<String>,
         /// Tokenizer for the `tokenizer` interface: a .gguf file, a tokenizer.json, or a
@@ -70,6 +71,8 @@ enum Command {
         #[command(flatten)]
         limits: Box<limits::LimitArgs>,
     },
+    /// The main job: a JSONL dataset through a workflow, GRPO groups, safetensors batches.
+    Rollout(Box<rollout::RolloutArgs>),
     /// Benchmarks that print figures.
     Bench {
         #[command(subcommand)]
@@ -122,6 +125,7 @@ fn main() -> anyhow::Result<()> {
                 )
                 .await
             }
+            Command::Rollout(args) => rollout::run(*args).await,
             Command::Bench { which } => bench::run(which).await,
         }
     })
@@ -152,18 +156,32 @@ fn inspect(path: &Path, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Build the backend named by `--engine`.
-pub(crate) fn backend(spec: &str) -> anyhow::Result<Arc<dyn InferenceBackend>> {
-    let (kind, arg) = spec.split_once(':').unwrap_or((spec, ""));
-    match kind {
-        "replay" => {
-            if arg.is_empty() {
-                bail!("--engine replay needs a file: --engine replay:responses.jsonl");
-            }
-            Ok(Arc::new(ReplayBackend::from_file(Path::new(arg))?))
+/// Services with the engine and tokenizer asked for: `--tokenizer` when given, else the
+/// embedded engine's own. Returns the tokenizer too.
+pub(crate) fn services_for(
+    engine: Option<&str>,
+    tokenizer: Option<&Path>,
+) -> anyhow::Result<(Services, Option<Arc<rollbox_tokenizer::HostTokenizer>>)> {
+    let version = Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let mut services = Services::new().with_version(version.clone());
+    let mut tok = match tokenizer {
+        Some(path) => Some(Arc::new(
+            rollbox_tokenizer::HostTokenizer::load(path)
+                .with_context(|| format!("loading the tokenizer {}", path.display()))?,
+        )),
+        None => None,
+    };
+    if let Some(spec) = engine {
+        let e = engines::build(spec, tok.as_ref(), version)?;
+        if tok.is_none() {
+            tok = e.tokenizer;
         }
-        other => bail!("unknown engine `{other}`; available: replay:FILE"),
+        services = services.with_backend(e.backend);
     }
+    if let Some(t) = &tok {
+        services = services.with_tokenizer(t.clone());
+    }
+    Ok((services, tok))
 }
 
 fn parse_object(what: &str, text: &str) -> anyhow::Result<serde_json::Value> {
@@ -194,15 +212,7 @@ async fn run(
     limit_args: &limits::LimitArgs,
 ) -> anyhow::Result<()> {
     let limits = limit_args.to_limits()?;
-    let mut services = Services::new();
-    if let Some(path) = &components.tokenizer {
-        let tok = rollbox_tokenizer::HostTokenizer::load(path)
-            .with_context(|| format!("loading the tokenizer {}", path.display()))?;
-        services = services.with_tokenizer(Arc::new(tok));
-    }
-    if let Some(spec) = engine {
-        services = services.with_backend(backend(spec)?);
-    }
+    let services = services_for(engine, components.tokenizer.as_deref())?.0;
     let fuel = limits.fuel.is_some()
         || components
             .rewards

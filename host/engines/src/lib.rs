@@ -9,6 +9,11 @@
 //!
 //! * [`replay::ReplayBackend`]: answers from a recorded JSONL file, for deterministic tests and
 //!   exact re-runs of an episode.
+//! * [`sglang::SglangBackend`]: SGLang's native `/generate` over plain HTTP, several servers
+//!   (round-robin or least-loaded, rid-sticky), resuming generations a weight update aborted
+//!   and stamping each token with the policy version it was sampled under.
+//! * [`openai::OpenAiBackend`]: an OpenAI-compatible `/v1/completions` server with exact token
+//!   ids (vLLM's `return_tokens_as_token_ids`, or llama-cpp-python with checked id recovery).
 //!
 //! ```
 //! use rollbox_engines::{replay::ReplayBackend, GenerateRequest, InferenceBackend};
@@ -23,9 +28,14 @@
 //! # }
 //! ```
 
+pub mod embedded;
+mod http;
+pub mod openai;
 pub mod replay;
 mod request;
+pub mod sglang;
 
+pub use http::HttpOptions;
 pub use request::{GenerateRequest, GenerateResponse, SamplingParams, StopReason};
 
 use async_trait::async_trait;

@@ -17,7 +17,7 @@ use crate::untrusted::Registered;
 pub struct Services {
     backend: Option<Arc<dyn InferenceBackend>>,
     tokenizer: Option<Arc<HostTokenizer>>,
-    version: AtomicI32,
+    version: Arc<AtomicI32>,
     default_stop_ids: Vec<u32>,
     rewards: RwLock<BTreeMap<String, Arc<Registered<RewardComponent>>>>,
     tools: RwLock<BTreeMap<String, Arc<Registered<ToolComponent>>>>,
@@ -42,7 +42,7 @@ impl Services {
         Services {
             backend: None,
             tokenizer: None,
-            version: AtomicI32::new(0),
+            version: Arc::new(AtomicI32::new(0)),
             default_stop_ids: Vec::new(),
             rewards: RwLock::new(BTreeMap::new()),
             tools: RwLock::new(BTreeMap::new()),
@@ -130,6 +130,18 @@ impl Services {
     /// The current policy version (stamped on generated tokens).
     pub fn version(&self) -> i32 {
         self.version.load(Ordering::Acquire)
+    }
+
+    /// Share `version` as the policy version (a backend that stamps versions itself, such as
+    /// SGLang resuming after an abort, reads the same counter).
+    pub fn with_version(mut self, version: Arc<AtomicI32>) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// The shared policy-version counter.
+    pub fn version_handle(&self) -> Arc<AtomicI32> {
+        self.version.clone()
     }
 
     /// Set the policy version (after a weight update).

@@ -1,0 +1,237 @@
+//! `rollbox rollout`: the main job.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Args;
+use rollbox_rollout::dataset::{OnBadRow, read_rows};
+use rollbox_rollout::group::Filter;
+use rollbox_rollout::output::OutputDir;
+use rollbox_rollout::{Progress, Rollout, RolloutOptions, Stats};
+use rollbox_runtime::{Runtime, RuntimeConfig};
+
+use crate::limits;
+
+const GUESTS: &str = "target/wasm-guests/wasm32-wasip2/guest";
+
+/// Flags of `rollbox rollout`.
+#[derive(Args, Debug)]
+pub struct RolloutArgs {
+    /// The dataset: JSONL, one JSON object per line (the workflow's `data`).
+    #[arg(default_value = "workflows/rlvr/data/arith.jsonl")]
+    dataset: PathBuf,
+    /// The workflow component.
+    #[arg(long, default_value_t = format!("{GUESTS}/rollbox_workflow_rlvr.wasm"))]
+    workflow: String,
+    /// Inference engine (see `rollbox run --help`).
+    #[arg(long, default_value = "embedded")]
+    engine: String,
+    /// Tokenizer (default: the embedded model's).
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
+    /// Reward components, NAME=PATH[,timeout=..,retries=..,memory=..,fuel=..]. Default: the
+    /// math reward as `math`.
+    #[arg(long = "reward", value_parser = limits::parse_registration)]
+    rewards: Vec<limits::Registration>,
+    /// Tool components, NAME=PATH[,...].
+    #[arg(long = "tool", value_parser = limits::parse_registration)]
+    tools: Vec<limits::Registration>,
+    /// The workflow's configuration, a JSON object.
+    #[arg(
+        long,
+        default_value = r#"{"reward": "math", "gconfig": {"max_new_tokens": 192, "temperature": 1.0}}"#
+    )]
+    config: String,
+    /// Output directory (batches, trajectories.jsonl, stats.json); re-running resumes.
+    #[arg(long, default_value = "rollout-out")]
+    out: PathBuf,
+    /// Episodes per row (GRPO group size).
+    #[arg(long, default_value_t = 4)]
+    n_samples: u32,
+    /// Episodes in flight at most.
+    #[arg(long, default_value_t = 64)]
+    max_concurrent: usize,
+    /// Groups per safetensors batch.
+    #[arg(long, default_value_t = 8)]
+    batch_size: usize,
+    /// AReaL's staleness limit (off by default for offline runs).
+    #[arg(long)]
+    max_head_offpolicyness: Option<u64>,
+    /// Drop groups with fewer accepted episodes than --n-samples (default: keep them, with
+    /// their true size recorded).
+    #[arg(long)]
+    drop_incomplete_groups: bool,
+    /// Normalise rewards within each group (z-score); raw rewards kept as `original_rewards`.
+    #[arg(long)]
+    normalize: bool,
+    /// Group filter: `non-constant` drops groups whose rewards are all equal (DAPO).
+    #[arg(long)]
+    filter: Option<Filter>,
+    /// Malformed dataset lines: skip (reported) or fatal.
+    #[arg(long, default_value = "skip")]
+    on_bad_row: OnBadRow,
+    /// Run at most this many rows not yet done.
+    #[arg(long)]
+    max_rows: Option<usize>,
+    /// Base seed for episode seeds.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// No progress bar and no summary.
+    #[arg(long)]
+    quiet: bool,
+    /// Print stats.json's content as JSON at the end (no progress bar).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    limits: Box<limits::LimitArgs>,
+}
+
+pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
+    let limits = a.limits.to_limits()?;
+    let (rows, bad) = read_rows(&a.dataset, a.on_bad_row)?;
+    let (services, tokenizer) = crate::services_for(Some(&a.engine), a.tokenizer.as_deref())?;
+    let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), services)?);
+    let mut rewards = a.rewards.clone();
+    if rewards.is_empty() {
+        rewards.push(
+            limits::parse_registration(&format!("math={GUESTS}/rollbox_reward_math.wasm"))
+                .map_err(|e| anyhow::anyhow!(e))?,
+        );
+    }
+    let mut provenance = BTreeMap::new();
+    provenance.insert(
+        "rollbox_version".to_string(),
+        env!("CARGO_PKG_VERSION").to_string(),
+    );
+    provenance.insert("engine".to_string(), a.engine.clone());
+    for r in &rewards {
+        runtime
+            .register_reward(&r.name, &r.path, r.policy.clone())
+            .with_context(|| format!("registering reward `{}` ({}); build it with scripts/quickstart.sh or cargo test", r.name, r.path.display()))?;
+        provenance.insert(
+            format!("component_sha256.{}", r.name),
+            runtime.inspect(&r.path)?.sha256,
+        );
+    }
+    for t in &a.tools {
+        runtime.register_tool(&t.name, &t.path, t.policy.clone())?;
+        provenance.insert(
+            format!("component_sha256.{}", t.name),
+            runtime.inspect(&t.path)?.sha256,
+        );
+    }
+    let workflow = Arc::new(
+        runtime
+            .load_workflow(std::path::Path::new(&a.workflow))
+            .with_context(|| {
+                format!(
+                    "loading the workflow {}; build it with scripts/quickstart.sh or cargo test",
+                    a.workflow
+                )
+            })?,
+    );
+    provenance.insert(
+        "workflow_sha256".to_string(),
+        workflow.info().sha256.clone(),
+    );
+    let config = crate::parse_object("config", &a.config)?;
+    let rollout = Rollout {
+        runtime,
+        workflow,
+        tokenizer,
+        options: RolloutOptions {
+            n_samples: a.n_samples,
+            max_concurrent: a.max_concurrent,
+            batch_size: a.batch_size,
+            max_head_offpolicyness: a.max_head_offpolicyness,
+            drop_incomplete_groups: a.drop_incomplete_groups,
+            normalize: a.normalize,
+            filter: a.filter,
+            config,
+            limits: Arc::new(limits),
+            seed: a.seed,
+            max_rows: a.max_rows,
+        },
+        provenance,
+    };
+    let mut out = OutputDir::open(&a.out)?;
+    let quiet = a.quiet || a.json;
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} rows  {msg}  [{elapsed_precise}]",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    };
+    let mut on_progress = |p: &Progress| {
+        bar.set_length(p.rows_total as u64);
+        bar.set_position(p.rows_done as u64);
+        bar.set_message(format!(
+            "{} episodes  {:.1} ep/s  reward {:.3}  rejected/failed {}",
+            p.episodes,
+            p.episodes as f64 / p.elapsed_s.max(1e-9),
+            p.reward_mean,
+            p.rejected_or_failed
+        ));
+    };
+    let stats = rollout.run(rows, bad, &mut out, &mut on_progress).await?;
+    bar.finish_and_clear();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+    } else if !a.quiet {
+        summary(&stats, &a.out);
+    }
+    Ok(())
+}
+
+fn summary(s: &Stats, out: &std::path::Path) {
+    println!("rollout  {}", out.display());
+    println!(
+        "rows     {} run, {} already done, {} bad lines",
+        s.rows_run,
+        s.rows_already_done,
+        s.bad_rows.len()
+    );
+    let episodes: Vec<String> = s.episodes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!("episodes {}", episodes.join(", "));
+    let dropped: Vec<String> = s
+        .groups_dropped
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!(
+        "groups   {} kept{}{}",
+        s.groups_kept,
+        if dropped.is_empty() {
+            ""
+        } else {
+            ", dropped: "
+        },
+        dropped.join(", ")
+    );
+    println!(
+        "written  {} trajectories in {} batches",
+        s.trajectories, s.batches
+    );
+    println!(
+        "reward   mean {:.3}, std {:.3}; truncated {:.1} %",
+        s.reward_mean,
+        s.reward_std,
+        s.truncation_rate * 100.0
+    );
+    println!(
+        "speed    {:.2} episodes/s, {:.1} tokens/s, episode p50 {:.0} ms, p99 {:.0} ms ({:.1} s)",
+        s.episodes_per_s,
+        s.tokens_per_s,
+        s.episode_ms.get("p50").copied().unwrap_or(0.0),
+        s.episode_ms.get("p99").copied().unwrap_or(0.0),
+        s.wall_s
+    );
+}

@@ -1,0 +1,437 @@
+//! The `sglang` backend: SGLang's native `POST /generate` on token ids, across several servers.
+//!
+//! * Request and response follow AReaL's `SGLangBackend` (`areal/engine/sglang_remote.py`):
+//!   `input_ids` + `sampling_params` + `return_logprob`, answers parsed from
+//!   `meta_info.output_token_logprobs` (`[logprob, token_id, text]` triples) and
+//!   `meta_info.finish_reason.type`. Greedy is sent as temperature 0, top-k 1. Special tokens are
+//!   kept and stop strings are not trimmed (`skip_special_tokens: false`, `no_stop_trim: true`),
+//!   so the returned ids are exactly the sampled ones.
+//! * Routing: round-robin or least-loaded (fewest requests in flight from this backend), and a
+//!   non-empty `rid` sticks to the server it first went to (KV-cache reuse across turns), for the
+//!   last [`MAX_STICKY_RIDS`] rids.
+//! * Interrupted generation: a server paused for a weight update answers `finish_reason.type ==
+//!   "abort"`. The backend waits (exponential backoff) and resends the prompt plus the tokens so
+//!   far with the remaining budget, on the same server, accumulating tokens and log-probabilities.
+//!   Each token is stamped with the policy version read *before* its segment was sent (AReaL PR
+//!   #1569: reading it after the answer mislabels tokens when an update lands mid-request).
+//!   Once the budget is spent the reason is `length`; when [`SglangOptions::max_resumes`] is
+//!   spent it is `abort`. An abort carrying a 4xx `status_code` is a rejected request, not a
+//!   pause, and becomes [`EngineError::InvalidRequest`].
+//! * `ttft` is the time until the first segment with tokens came back (requests are not
+//!   streamed, so it is an upper bound, as in AReaL).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::http::{HttpClient, HttpOptions, backoff, base_url};
+use crate::{EngineError, GenerateRequest, GenerateResponse, InferenceBackend, StopReason};
+
+mod routing;
+
+use routing::Router;
+pub use routing::{MAX_STICKY_RIDS, Routing};
+
+const BACKEND: &str = "sglang";
+
+/// Settings of an [`SglangBackend`].
+#[derive(Debug, Clone)]
+pub struct SglangOptions {
+    /// Server addresses, `host:port` or `http://host:port`.
+    pub addresses: Vec<String>,
+    /// Routing policy for requests without a sticky rid.
+    pub routing: Routing,
+    /// Timeout and retries of each HTTP request.
+    pub http: HttpOptions,
+    /// Resends after `abort` answers before giving up with [`StopReason::Abort`].
+    pub max_resumes: u32,
+    /// Wait before the first resend after an abort; doubled for each further one.
+    pub resume_backoff: Duration,
+    /// Cap on the wait between resends.
+    pub max_resume_backoff: Duration,
+}
+
+impl SglangOptions {
+    /// Default settings for these servers.
+    pub fn new(addresses: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        SglangOptions {
+            addresses: addresses.into_iter().map(Into::into).collect(),
+            routing: Routing::default(),
+            http: HttpOptions::default(),
+            max_resumes: 64,
+            resume_backoff: Duration::from_millis(500),
+            max_resume_backoff: Duration::from_secs(8),
+        }
+    }
+}
+
+/// Generates on SGLang servers over HTTP.
+///
+/// ```
+/// use std::sync::{Arc, atomic::AtomicI32};
+/// use rollbox_engines::sglang::{Routing, SglangBackend, SglangOptions};
+///
+/// let policy_version = Arc::new(AtomicI32::new(0));
+/// let mut options = SglangOptions::new(["127.0.0.1:30000", "http://127.0.0.1:30001"]);
+/// options.routing = Routing::LeastLoaded;
+/// let backend = SglangBackend::new(options, policy_version).expect("valid addresses");
+/// assert_eq!(backend.servers(), ["http://127.0.0.1:30000", "http://127.0.0.1:30001"]);
+/// ```
+pub struct SglangBackend {
+    router: Router,
+    http: HttpClient,
+    version: Arc<AtomicI32>,
+    max_resumes: u32,
+    resume_backoff: (Duration, Duration),
+    sent: AtomicU64,
+}
+
+impl SglangBackend {
+    /// A backend for these servers. `version` is the host's current policy version; each output
+    /// token is stamped with its value when the token's segment was requested.
+    pub fn new(options: SglangOptions, version: Arc<AtomicI32>) -> Result<Self, EngineError> {
+        if options.addresses.is_empty() {
+            return Err(EngineError::Config {
+                path: "sglang addresses".into(),
+                message: "no server address given; give at least one host:port".into(),
+            });
+        }
+        let bases = options
+            .addresses
+            .iter()
+            .map(|a| base_url(BACKEND, a))
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        Ok(SglangBackend {
+            router: Router::new(bases, options.routing),
+            http: HttpClient::new(BACKEND, options.http, None)?,
+            version,
+            max_resumes: options.max_resumes,
+            resume_backoff: (options.resume_backoff, options.max_resume_backoff),
+            sent: AtomicU64::new(0),
+        })
+    }
+
+    /// The servers' base URLs, in routing order.
+    pub fn servers(&self) -> Vec<&str> {
+        self.router.bases()
+    }
+
+    /// A server-side request id unique per HTTP request (SGLang rejects a rid already in flight,
+    /// and one GRPO group shares a rid), or none for an anonymous request.
+    fn wire_rid(&self, rid: &str) -> Option<String> {
+        (!rid.is_empty()).then(|| format!("{rid}-{}", self.sent.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+#[derive(Serialize)]
+struct WireSampling<'a> {
+    max_new_tokens: u32,
+    min_new_tokens: u32,
+    temperature: f32,
+    top_p: f32,
+    top_k: u32,
+    stop_token_ids: &'a [u32],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+    ignore_eos: bool,
+    frequency_penalty: f32,
+    skip_special_tokens: bool,
+    no_stop_trim: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sampling_seed: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    input_ids: &'a [u32],
+    sampling_params: WireSampling<'a>,
+    return_logprob: bool,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rid: Option<String>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    image_data: &'a [String],
+}
+
+/// The `/generate` body for the segment after `produced` tokens, `input_ids` holding the prompt
+/// and those tokens.
+fn wire_request<'a>(
+    request: &'a GenerateRequest,
+    input_ids: &'a [u32],
+    produced: u32,
+    rid: Option<String>,
+) -> WireRequest<'a> {
+    let s = &request.sampling;
+    WireRequest {
+        input_ids,
+        sampling_params: WireSampling {
+            max_new_tokens: s.max_new_tokens.saturating_sub(produced),
+            min_new_tokens: s.min_new_tokens.saturating_sub(produced),
+            temperature: if s.greedy { 0.0 } else { s.temperature },
+            top_p: if s.greedy { 1.0 } else { s.top_p },
+            top_k: if s.greedy { 1 } else { s.top_k },
+            stop_token_ids: &s.stop_token_ids,
+            stop: &s.stop,
+            ignore_eos: s.ignore_eos,
+            frequency_penalty: s.frequency_penalty,
+            skip_special_tokens: false,
+            no_stop_trim: true,
+            sampling_seed: s.seed,
+        },
+        return_logprob: true,
+        stream: false,
+        rid,
+        image_data: &request.image_data,
+    }
+}
+
+#[derive(Deserialize)]
+struct WireResponse {
+    meta_info: WireMeta,
+}
+
+#[derive(Deserialize)]
+struct WireMeta {
+    #[serde(default)]
+    finish_reason: Option<WireFinish>,
+    #[serde(default)]
+    output_token_logprobs: Option<Vec<Vec<serde_json::Value>>>,
+}
+
+#[derive(Deserialize)]
+struct WireFinish {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    status_code: Option<u16>,
+}
+
+#[derive(Debug, PartialEq)]
+enum Finish {
+    Stop,
+    Length,
+    Abort {
+        message: String,
+        status: Option<u16>,
+    },
+}
+
+#[derive(Debug, PartialEq)]
+struct Segment {
+    tokens: Vec<u32>,
+    logprobs: Vec<f32>,
+    finish: Finish,
+}
+
+/// Reads one `/generate` answer; the error says which field is wrong.
+fn parse_segment(response: WireResponse) -> Result<Segment, String> {
+    let meta = response.meta_info;
+    let finish = meta
+        .finish_reason
+        .ok_or("meta_info.finish_reason is missing or null")?;
+    let finish = match finish.kind.as_str() {
+        "stop" => Finish::Stop,
+        "length" => Finish::Length,
+        "abort" => Finish::Abort {
+            message: finish.message.unwrap_or_default(),
+            status: finish.status_code,
+        },
+        other => return Err(format!("unknown meta_info.finish_reason.type `{other}`")),
+    };
+    let entries = meta.output_token_logprobs.unwrap_or_default();
+    let mut tokens = Vec::with_capacity(entries.len());
+    let mut logprobs = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let logprob = entry.first().and_then(serde_json::Value::as_f64);
+        let token = entry
+            .get(1)
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|t| u32::try_from(t).ok());
+        let (Some(logprob), Some(token)) = (logprob, token) else {
+            return Err(format!(
+                "meta_info.output_token_logprobs[{i}] is {entry:?}, expected [logprob, token_id, text]"
+            ));
+        };
+        tokens.push(token);
+        logprobs.push(logprob as f32);
+    }
+    Ok(Segment {
+        tokens,
+        logprobs,
+        finish,
+    })
+}
+
+#[async_trait]
+impl InferenceBackend for SglangBackend {
+    fn name(&self) -> &'static str {
+        BACKEND
+    }
+
+    async fn generate(&self, request: GenerateRequest) -> Result<GenerateResponse, EngineError> {
+        let start = Instant::now();
+        let budget = request.sampling.max_new_tokens as usize;
+        let in_flight = self.router.enter(&request.rid);
+        let url = format!("{}/generate", in_flight.base());
+        let mut input_ids = request.input_ids.clone();
+        let mut tokens = Vec::new();
+        let mut logprobs = Vec::new();
+        let mut versions = Vec::new();
+        let mut ttft = None;
+        let mut resumes = 0;
+        let stop_reason = loop {
+            if tokens.len() >= budget {
+                break StopReason::Length;
+            }
+            // Pinned before sending: the tokens of this segment come from this version.
+            let version = self.version.load(Ordering::Acquire);
+            let produced = tokens.len() as u32;
+            let body = wire_request(&request, &input_ids, produced, self.wire_rid(&request.rid));
+            let reply: WireResponse = self.http.post_json(&url, &body).await?;
+            let mut segment = parse_segment(reply).map_err(|m| EngineError::Unavailable {
+                backend: BACKEND,
+                message: format!("{url} answered an unexpected shape: {m}"),
+            })?;
+            let room = budget - tokens.len();
+            if segment.tokens.len() > room {
+                segment.tokens.truncate(room);
+                segment.logprobs.truncate(room);
+                segment.finish = Finish::Length;
+            }
+            if ttft.is_none() && !segment.tokens.is_empty() {
+                ttft = Some(start.elapsed().as_secs_f64());
+            }
+            versions.extend(std::iter::repeat_n(version, segment.tokens.len()));
+            input_ids.extend_from_slice(&segment.tokens);
+            tokens.extend(segment.tokens);
+            logprobs.extend(segment.logprobs);
+            match segment.finish {
+                Finish::Stop => break StopReason::Stop,
+                Finish::Length => break StopReason::Length,
+                Finish::Abort {
+                    message,
+                    status: Some(status),
+                } if (400..500).contains(&status) => {
+                    return Err(EngineError::InvalidRequest {
+                        backend: BACKEND,
+                        message: format!("{url} refused the request (status {status}): {message}"),
+                    });
+                }
+                Finish::Abort { .. } if tokens.len() >= budget => break StopReason::Length,
+                Finish::Abort { .. } if resumes >= self.max_resumes => break StopReason::Abort,
+                Finish::Abort { .. } => {
+                    resumes += 1;
+                    let (initial, max) = self.resume_backoff;
+                    tokio::time::sleep(backoff(initial, max, resumes)).await;
+                }
+            }
+        };
+        drop(in_flight);
+        Ok(GenerateResponse {
+            output_tokens: tokens,
+            output_logprobs: logprobs,
+            output_versions: Some(versions),
+            stop_reason,
+            ttft,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SamplingParams;
+
+    /// SGLang's documented `/generate` answers (see the fixture's `source`).
+    const DOCUMENTED: &str =
+        include_str!("../../../tests/fixtures/engines/sglang/documented_responses.json");
+
+    fn documented(case: &str) -> serde_json::Value {
+        let all: serde_json::Value = serde_json::from_str(DOCUMENTED).expect("fixture is JSON");
+        all["cases"][case]["response"].clone()
+    }
+
+    fn parse(value: serde_json::Value) -> Result<Segment, String> {
+        parse_segment(serde_json::from_value(value).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn parses_documented_answers() {
+        let stop = parse(documented("stop_token")).expect("stop");
+        assert_eq!(stop.finish, Finish::Stop);
+        assert_eq!(stop.tokens, vec![12095, 13, 151645]);
+        assert_eq!(stop.logprobs.len(), 3);
+        let length = parse(documented("length")).expect("length");
+        assert_eq!(length.finish, Finish::Length);
+        assert_eq!(length.tokens.len(), 4);
+        let abort = parse(documented("abort_before_prefill")).expect("abort");
+        assert!(abort.tokens.is_empty());
+        assert!(
+            matches!(abort.finish, Finish::Abort { ref message, status: None }
+            if message.starts_with("Abort before prefill"))
+        );
+        let partial = parse(documented("abort_mid_decode")).expect("abort");
+        assert_eq!(partial.tokens, vec![12095, 13]);
+    }
+
+    #[test]
+    fn bad_shapes_are_named() {
+        let err = parse(serde_json::json!({"meta_info": {}})).expect_err("no finish");
+        assert!(err.contains("finish_reason"), "{err}");
+        let err = parse(serde_json::json!({"meta_info": {
+            "finish_reason": {"type": "stop"}, "output_token_logprobs": [[-0.1]]}}))
+        .expect_err("short entry");
+        assert!(err.contains("output_token_logprobs[0]"), "{err}");
+        let err = parse(serde_json::json!({"meta_info": {"finish_reason": {"type": "eos"}}}))
+            .expect_err("unknown type");
+        assert!(err.contains("`eos`"), "{err}");
+    }
+
+    #[test]
+    fn builds_areal_request_and_resume_segments() {
+        let mut request = GenerateRequest::new(vec![1, 2]);
+        request.sampling = SamplingParams {
+            max_new_tokens: 10,
+            min_new_tokens: 3,
+            greedy: true,
+            stop_token_ids: vec![2],
+            seed: Some(7),
+            ..SamplingParams::default()
+        };
+        let body = serde_json::to_value(wire_request(&request, &[1, 2, 5, 6], 2, None))
+            .expect("serialize");
+        let s = &body["sampling_params"];
+        assert_eq!(body["input_ids"], serde_json::json!([1, 2, 5, 6]));
+        assert_eq!(s["max_new_tokens"], 8);
+        assert_eq!(s["min_new_tokens"], 1);
+        assert_eq!(s["temperature"], 0.0);
+        assert_eq!(s["top_k"], 1);
+        assert_eq!(s["stop_token_ids"], serde_json::json!([2]));
+        assert_eq!(s["skip_special_tokens"], false);
+        assert_eq!(s["no_stop_trim"], true);
+        assert_eq!(s["sampling_seed"], 7);
+        assert!(
+            s.get("stop").is_none(),
+            "empty stop list is left out, as AReaL does"
+        );
+        assert_eq!(body["return_logprob"], true);
+        assert!(body.get("rid").is_none() && body.get("image_data").is_none());
+    }
+
+    #[test]
+    fn construction_checks_addresses() {
+        let version = Arc::new(AtomicI32::new(0));
+        let none = SglangBackend::new(SglangOptions::new(Vec::<String>::new()), version.clone());
+        assert!(none.is_err());
+        let tls = SglangBackend::new(SglangOptions::new(["https://h:1"]), version.clone());
+        assert!(tls.err().expect("https").to_string().contains("https"));
+        let ok =
+            SglangBackend::new(SglangOptions::new(["h:1", "http://g:2/"]), version).expect("valid");
+        assert_eq!(ok.servers(), vec!["http://h:1", "http://g:2"]);
+    }
+}

@@ -1,0 +1,200 @@
+//! The output directory: numbered safetensors batches, `trajectories.jsonl`, `stats.json`.
+//!
+//! A batch is committed when `batch-NNNNNN.safetensors` appears (written to a temporary file,
+//! fsynced, renamed). Its header metadata lists the rows it holds (`rows`), the rows consumed
+//! since the previous batch whose groups were dropped (`dropped_rows`), and one JSON line per
+//! trajectory (`trajectories`). On start, [`OutputDir::open`] reads every committed batch's
+//! header: those rows are done, temporary files of a killed run are removed, and
+//! `trajectories.jsonl` is rebuilt from the headers, so a run killed at any moment loses no
+//! committed batch and duplicates no row.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rollbox_tensor::HostTensor;
+
+/// The output directory of a run.
+#[derive(Debug)]
+pub struct OutputDir {
+    dir: PathBuf,
+    /// Rows already written (or consumed and dropped) by committed batches.
+    pub done_rows: BTreeSet<usize>,
+    /// The next batch number.
+    pub next_batch: usize,
+    /// Trajectory lines already committed.
+    pub committed_trajectories: usize,
+}
+
+fn batch_name(n: usize) -> String {
+    format!("batch-{n:06}.safetensors")
+}
+
+/// The header metadata of a safetensors file, without reading its tensors.
+pub fn read_header_metadata(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len)?;
+    let n = u64::from_le_bytes(len);
+    anyhow::ensure!(
+        n < 100 << 20,
+        "{}: header of {n} bytes is implausible",
+        path.display()
+    );
+    let mut header = vec![0u8; 8 + n as usize];
+    header[..8].copy_from_slice(&len);
+    f.read_exact(&mut header[8..])?;
+    let json: serde_json::Value = serde_json::from_slice(&header[8..])?;
+    let meta = json
+        .get("__metadata__")
+        .and_then(|m| m.as_object())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(meta)
+}
+
+fn json_list(
+    meta: &BTreeMap<String, String>,
+    key: &str,
+    path: &Path,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    match meta.get(key) {
+        None => Ok(Vec::new()),
+        Some(s) => match serde_json::from_str::<serde_json::Value>(s)? {
+            serde_json::Value::Array(v) => Ok(v),
+            _ => anyhow::bail!("{}: metadata `{key}` is not a JSON list", path.display()),
+        },
+    }
+}
+
+impl OutputDir {
+    /// Open (or create) `dir` and read what earlier runs committed there.
+    pub fn open(dir: &Path) -> anyhow::Result<OutputDir> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("creating --out {}: {e}", dir.display()))?;
+        let mut batches = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.contains(".tmp-") {
+                // A write a killed run did not finish.
+                let _ = std::fs::remove_file(entry.path());
+                continue;
+            }
+            if let Some(n) = name
+                .strip_prefix("batch-")
+                .and_then(|s| s.strip_suffix(".safetensors"))
+                .and_then(|s| s.parse::<usize>().ok())
+            {
+                batches.push((n, entry.path()));
+            }
+        }
+        batches.sort();
+        let mut done_rows = BTreeSet::new();
+        let mut lines = String::new();
+        let mut committed_trajectories = 0;
+        for (_, path) in &batches {
+            let meta = read_header_metadata(path).map_err(|e| {
+                anyhow::anyhow!(
+                    "reading {}: {e}; delete it to re-run its rows",
+                    path.display()
+                )
+            })?;
+            for v in json_list(&meta, "rows", path)? {
+                if let Some(r) = v.as_u64() {
+                    done_rows.insert(r as usize);
+                }
+            }
+            for t in json_list(&meta, "trajectories", path)? {
+                lines.push_str(&t.to_string());
+                lines.push('\n');
+                committed_trajectories += 1;
+            }
+        }
+        // Dropped rows; a line cut short by a kill is ignored (that row runs again).
+        if let Ok(text) = std::fs::read_to_string(dir.join("dropped-rows.jsonl")) {
+            for line in text.lines() {
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(line)
+                    && let Some(r) = v["row"].as_u64()
+                {
+                    done_rows.insert(r as usize);
+                }
+            }
+        }
+        let out = OutputDir {
+            dir: dir.to_path_buf(),
+            done_rows,
+            next_batch: batches.last().map_or(0, |(n, _)| n + 1),
+            committed_trajectories,
+        };
+        rollbox_tensor::write_atomic(&out.trajectories_path(), lines.as_bytes())?;
+        Ok(out)
+    }
+
+    /// `DIR/trajectories.jsonl`.
+    pub fn trajectories_path(&self) -> PathBuf {
+        self.dir.join("trajectories.jsonl")
+    }
+
+    /// `DIR/stats.json`.
+    pub fn stats_path(&self) -> PathBuf {
+        self.dir.join("stats.json")
+    }
+
+    /// Commit one batch: the tensors (with `metadata` plus the row lists and trajectory lines
+    /// in the header), then the trajectory lines appended to `trajectories.jsonl`.
+    pub fn write_batch(
+        &mut self,
+        tensors: &[(String, HostTensor)],
+        mut metadata: BTreeMap<String, String>,
+        rows: &[usize],
+        trajectories: &[serde_json::Value],
+    ) -> anyhow::Result<PathBuf> {
+        let n = self.next_batch;
+        metadata.insert("batch".into(), n.to_string());
+        metadata.insert("rows".into(), serde_json::to_string(rows)?);
+        metadata.insert("trajectories".into(), serde_json::to_string(trajectories)?);
+        let path = self.dir.join(batch_name(n));
+        rollbox_tensor::write_safetensors(&path, tensors, &metadata)?;
+        self.next_batch += 1;
+        self.done_rows.extend(rows.iter().copied());
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(self.trajectories_path())?;
+        let mut text = String::new();
+        for t in trajectories {
+            text.push_str(&t.to_string());
+            text.push('\n');
+        }
+        f.write_all(text.as_bytes())?;
+        f.sync_data()?;
+        self.committed_trajectories += trajectories.len();
+        Ok(path)
+    }
+
+    /// Record a row whose group was dropped (appended and synced at once).
+    pub fn record_dropped(&mut self, row: usize, reason: &str) -> anyhow::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(self.dir.join("dropped-rows.jsonl"))?;
+        let line = serde_json::json!({"row": row, "reason": reason}).to_string() + "\n";
+        f.write_all(line.as_bytes())?;
+        f.sync_data()?;
+        self.done_rows.insert(row);
+        Ok(())
+    }
+
+    /// Write `stats.json` atomically.
+    pub fn write_stats(&self, stats: &serde_json::Value) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(stats)?;
+        rollbox_tensor::write_atomic(&self.stats_path(), text.as_bytes())?;
+        Ok(())
+    }
+}

@@ -1,0 +1,35 @@
+//! A workflow scripted by its row, for rollout-controller tests: one generate call, then
+//! `data["rewards"][sample_index]` as the reward; returns nothing (rejected) when the sample
+//! index is in `data["reject"]`, and fails when it is in `data["fail"]`.
+use rollbox_sdk::trajectory::single_turn;
+use rollbox_sdk::{Episode, GenConfig, ModelRequest, Output, Workflow, engine};
+struct Scripted;
+fn has(v: &serde_json::Value, i: u32) -> bool {
+    v.as_array()
+        .is_some_and(|a| a.iter().any(|x| x.as_u64() == Some(u64::from(i))))
+}
+impl Workflow for Scripted {
+    fn run_episode(e: Episode) -> Result<Option<Output>, String> {
+        let i = e.sample_index;
+        if has(&e.data["fail"], i) {
+            return Err(format!("scripted failure of sample {i}"));
+        }
+        if has(&e.data["reject"], i) {
+            return Ok(None);
+        }
+        let resp = engine::generate(&ModelRequest {
+            rid: String::new(),
+            input_ids: vec![1, 2, 3],
+            gconfig: GenConfig::default(),
+            image_data: Vec::new(),
+            metadata: "{}".into(),
+        })
+        .map_err(|e| e.to_string())?;
+        let reward = e.data["rewards"][i as usize].as_f64().unwrap_or(0.0) as f32;
+        single_turn(&resp, reward)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+}
+rollbox_sdk::export_workflow!(Scripted);
+fn main() {}

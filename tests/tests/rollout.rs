@@ -1,0 +1,298 @@
+//! The rollout controller end to end on the `scripted` workflow (rewards, rejections and
+//! failures chosen by the row) with a fixed engine: group sizes, concurrency, incomplete
+//! groups, normalisation, the filter, bad rows, resume, and batches read back.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rollbox_engines::{EngineError, GenerateRequest, GenerateResponse, InferenceBackend};
+use rollbox_rollout::dataset::{OnBadRow, parse_rows};
+use rollbox_rollout::group::Filter;
+use rollbox_rollout::output::OutputDir;
+use rollbox_rollout::{Rollout, RolloutOptions, Stats};
+use rollbox_tensor::{Device, TensorData, read_safetensors};
+use rollbox_tests::FixedBackend;
+use rollbox_tests::components as c;
+use serde_json::{Value, json};
+
+/// Counts generate calls in flight and remembers the most seen at once.
+struct Gauge {
+    inner: FixedBackend,
+    now: AtomicUsize,
+    max: AtomicUsize,
+}
+
+#[async_trait]
+impl InferenceBackend for Gauge {
+    fn name(&self) -> &'static str {
+        "gauge"
+    }
+    async fn generate(&self, r: GenerateRequest) -> Result<GenerateResponse, EngineError> {
+        let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max.fetch_max(n, Ordering::SeqCst);
+        let out = self.inner.generate(r).await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+        out
+    }
+}
+
+async fn roll(
+    rows: &str,
+    options: RolloutOptions,
+    out: &Path,
+    backend: Arc<dyn InferenceBackend>,
+) -> Stats {
+    let runtime = Arc::new(rollbox_tests::runtime_with(Some(backend), false));
+    let workflow = Arc::new(
+        runtime
+            .load_workflow(Path::new(c::SCRIPTED))
+            .expect("loads"),
+    );
+    let (rows, bad) = parse_rows(rows, OnBadRow::Skip, "rows.jsonl").expect("rows");
+    let rollout = Rollout {
+        runtime,
+        workflow,
+        tokenizer: None,
+        options,
+        provenance: BTreeMap::from([("rollbox_version".to_string(), "test".to_string())]),
+    };
+    let mut dir = OutputDir::open(out).expect("out dir");
+    rollout
+        .run(rows, bad, &mut dir, &mut |_| {})
+        .await
+        .expect("run")
+}
+
+fn fixed() -> Arc<dyn InferenceBackend> {
+    Arc::new(FixedBackend {
+        delay: Duration::ZERO,
+    })
+}
+
+fn lines(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("trajectories.jsonl"))
+        .expect("trajectories.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
+fn f32s(v: TensorData) -> Vec<f32> {
+    match v {
+        TensorData::F32(v) => v,
+        other => panic!("f32 expected, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn groups_batches_and_the_concurrency_limit() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let rows: String = (0..10)
+        .map(|i| json!({"rewards": [i, 0, 1]}).to_string() + "\n")
+        .collect();
+    let gauge = Arc::new(Gauge {
+        inner: FixedBackend {
+            delay: Duration::from_millis(20),
+        },
+        now: AtomicUsize::new(0),
+        max: AtomicUsize::new(0),
+    });
+    let options = RolloutOptions {
+        n_samples: 3,
+        max_concurrent: 4,
+        batch_size: 4,
+        ..RolloutOptions::default()
+    };
+    let s = roll(&rows, options, tmp.path(), gauge.clone()).await;
+    assert_eq!(s.episodes.get("accepted"), Some(&30));
+    assert_eq!(s.groups_kept, 10);
+    assert_eq!((s.trajectories, s.batches), (30, 3), "4 + 4 + 2 groups");
+    let max = gauge.max.load(Ordering::SeqCst);
+    assert!(
+        max <= 4,
+        "{max} generate calls in flight with --max-concurrent 4"
+    );
+    assert!(max >= 2, "episodes did run concurrently ({max})");
+    // Batches load back with 3 rows per group; rows are whole groups.
+    let b0 = read_safetensors(&tmp.path().join("batch-000000.safetensors"), &Device::Cpu)
+        .expect("batch 0");
+    assert_eq!(b0.get("input_ids").expect("ids").shape(), &[12, 6]);
+    let rows0: Vec<usize> = serde_json::from_str(&b0.metadata["rows"]).expect("rows");
+    assert_eq!(rows0.len(), 4);
+    assert_eq!(b0.metadata["rollbox_version"], "test");
+    let l = lines(tmp.path());
+    assert_eq!(l.len(), 30);
+    let mut seen: Vec<(u64, u64)> = l
+        .iter()
+        .map(|x| {
+            (
+                x["row"].as_u64().expect("row"),
+                x["sample"].as_u64().expect("s"),
+            )
+        })
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 30, "every (row, sample) once");
+    let stats: Value = serde_json::from_str(
+        &std::fs::read_to_string(tmp.path().join("stats.json")).expect("stats"),
+    )
+    .expect("JSON");
+    assert_eq!(stats["trajectories"], 30);
+}
+
+#[tokio::test]
+async fn incomplete_groups_are_kept_with_their_size_or_dropped() {
+    let rows = concat!(
+        r#"{"rewards": [1, 0, 1], "reject": [1]}"#,
+        "\n",
+        r#"{"rewards": [1, 1, 0], "fail": [0]}"#,
+        "\n",
+        r#"{"rewards": [0, 1, 0]}"#,
+        "\n",
+        r#"{"rewards": [0, 0, 0], "reject": [0, 1, 2]}"#,
+        "\n",
+        "not json\n",
+    );
+    let keep = tempfile::tempdir().expect("tmp");
+    let options = RolloutOptions {
+        n_samples: 3,
+        batch_size: 8,
+        ..RolloutOptions::default()
+    };
+    let s = roll(rows, options.clone(), keep.path(), fixed()).await;
+    assert_eq!(s.episodes.get("accepted"), Some(&7));
+    assert_eq!(s.episodes.get("rejected"), Some(&4));
+    assert_eq!(s.episodes.get("guest_error"), Some(&1), "{:?}", s.episodes);
+    assert_eq!(s.groups_kept, 3);
+    assert_eq!(s.groups_dropped.get("no_accepted_episodes"), Some(&1));
+    assert_eq!(s.bad_rows.len(), 1);
+    assert_eq!(s.bad_rows[0].line, 5);
+    let l = lines(keep.path());
+    let row0: Vec<&Value> = l.iter().filter(|x| x["row"] == 0).collect();
+    assert_eq!(row0.len(), 2);
+    assert!(
+        row0.iter()
+            .all(|x| x["group_size"] == 3 && x["accepted_in_group"] == 2)
+    );
+
+    let drop = tempfile::tempdir().expect("tmp");
+    let s = roll(
+        rows,
+        RolloutOptions {
+            drop_incomplete_groups: true,
+            ..options
+        },
+        drop.path(),
+        fixed(),
+    )
+    .await;
+    assert_eq!(s.groups_kept, 1);
+    assert_eq!(s.groups_dropped.get("incomplete"), Some(&2));
+    assert!(lines(drop.path()).iter().all(|x| x["row"] == 2));
+}
+
+#[tokio::test]
+async fn normalisation_and_the_non_constant_filter() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let rows = concat!(
+        r#"{"rewards": [1, 0, 0, 1]}"#,
+        "\n",
+        r#"{"rewards": [1, 1, 1, 1]}"#,
+        "\n",
+    );
+    let s = roll(
+        rows,
+        RolloutOptions {
+            n_samples: 4,
+            batch_size: 4,
+            normalize: true,
+            filter: Some(Filter::NonConstant),
+            ..RolloutOptions::default()
+        },
+        tmp.path(),
+        fixed(),
+    )
+    .await;
+    assert_eq!(s.groups_kept, 1);
+    assert_eq!(s.groups_dropped.get("filtered"), Some(&1));
+    let b = read_safetensors(&tmp.path().join("batch-000000.safetensors"), &Device::Cpu)
+        .expect("batch");
+    let raw = f32s(
+        b.get("original_rewards")
+            .expect("raw kept")
+            .data()
+            .expect("data"),
+    );
+    let z = f32s(b.get("rewards").expect("rewards").data().expect("data"));
+    assert_eq!(raw, vec![1.0, 0.0, 0.0, 1.0]);
+    // mean 0.5, unbiased std 0.57735: ±0.866.
+    for (got, want) in z
+        .iter()
+        .zip([0.866_025f32, -0.866_025, -0.866_025, 0.866_025])
+    {
+        assert!((got - want).abs() < 1e-4, "{z:?}");
+    }
+    assert!(
+        lines(tmp.path())
+            .iter()
+            .all(|x| x["raw_reward"] == 1.0 || x["raw_reward"] == 0.0)
+    );
+}
+
+#[tokio::test]
+async fn a_rerun_resumes_without_duplicating_rows() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let rows: String = (0..9)
+        .map(|i| json!({"rewards": [i, i]}).to_string() + "\n")
+        .collect();
+    let options = RolloutOptions {
+        n_samples: 2,
+        batch_size: 2,
+        ..RolloutOptions::default()
+    };
+    let first = roll(
+        &rows,
+        RolloutOptions {
+            max_rows: Some(5),
+            ..options.clone()
+        },
+        tmp.path(),
+        fixed(),
+    )
+    .await;
+    assert_eq!((first.rows_run, first.batches), (5, 3));
+    // A write a killed run left behind is cleaned up, a torn trajectories line is rebuilt.
+    std::fs::write(
+        tmp.path().join(".batch-000003.safetensors.tmp-1"),
+        b"partial",
+    )
+    .expect("tmp file");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(tmp.path().join("trajectories.jsonl"))
+        .expect("open");
+    std::io::Write::write_all(&mut f, b"{\"row\": 99, \"torn").expect("write");
+    let second = roll(&rows, options, tmp.path(), fixed()).await;
+    assert_eq!((second.rows_already_done, second.rows_run), (5, 4));
+    assert!(!tmp.path().join(".batch-000003.safetensors.tmp-1").exists());
+    let l = lines(tmp.path());
+    let mut rows_seen: Vec<u64> = l.iter().map(|x| x["row"].as_u64().expect("row")).collect();
+    rows_seen.sort();
+    assert_eq!(rows_seen, (0..9).flat_map(|r| [r, r]).collect::<Vec<u64>>());
+    let batches = std::fs::read_dir(tmp.path())
+        .expect("dir")
+        .filter(|e| {
+            e.as_ref()
+                .expect("e")
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".safetensors")
+        })
+        .count();
+    assert_eq!(batches, 5);
+}
