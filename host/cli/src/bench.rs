@@ -91,6 +91,32 @@ pub enum Bench {
         #[arg(long, default_value = "scripts/llamacpp_baseline.py")]
         baseline: PathBuf,
     },
+    /// `rollbox rollout` throughput: RLVR episodes/s, CPU per episode, p50/p99 latency and
+    /// peak RSS at several in-flight levels, with a zero-latency engine answering 64 tokens
+    /// (the shape of the AReaL baseline: GSM8K-like rows, ~43 prompt tokens, math reward).
+    Rollout {
+        /// Rows per level.
+        #[arg(long, default_value_t = 2000)]
+        rows: usize,
+        /// In-flight levels (--max-concurrent).
+        #[arg(long, value_delimiter = ',', default_value = "1,64,512")]
+        in_flight: Vec<usize>,
+        /// The tokenizer (GGUF or tokenizer.json); no model weights are loaded.
+        #[arg(long, default_value_t = default_model())]
+        model: String,
+        /// The rlvr workflow component.
+        #[arg(
+            long,
+            default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_workflow_rlvr.wasm"
+        )]
+        workflow: PathBuf,
+        /// The math reward component.
+        #[arg(
+            long,
+            default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_reward_math.wasm"
+        )]
+        math: PathBuf,
+    },
     /// One configuration of `bench engine` (run by it in a child process).
     #[command(hide = true)]
     EngineOne {
@@ -150,6 +176,13 @@ pub async fn run(which: Bench) -> anyhow::Result<()> {
             baseline,
         } => engine(&model, &weights, &threads, &python, &baseline),
         Bench::EngineOne { model, weights } => engine_one(&model, &weights).await,
+        Bench::Rollout {
+            rows,
+            in_flight,
+            model,
+            workflow,
+            math,
+        } => rollout(rows, &in_flight, Path::new(&model), &workflow, &math).await,
         Bench::Concat {
             runs,
             python,
@@ -742,5 +775,124 @@ async fn engine_one(model: &str, weights: &str) -> anyhow::Result<()> {
         "rollbox embedded ({weights}, {threads} threads): prefill {prefill_tps:.0} tok/s, decode {decode_tps:.1} tok/s; 8 sequences: {agg:.1} tok/s aggregate ({:.2}x one)",
         agg / decode_tps
     );
+    Ok(())
+}
+
+/// Answers every request at once with the same 64 tokens.
+struct Instant64 {
+    tokens: Vec<u32>,
+}
+
+#[async_trait::async_trait]
+impl InferenceBackend for Instant64 {
+    fn name(&self) -> &'static str {
+        "instant"
+    }
+    async fn generate(&self, _r: GenerateRequest) -> Result<GenerateResponse, EngineError> {
+        Ok(GenerateResponse {
+            output_tokens: self.tokens.clone(),
+            output_logprobs: vec![-0.25; self.tokens.len()],
+            output_versions: None,
+            stop_reason: StopReason::Stop,
+            ttft: None,
+        })
+    }
+}
+
+/// User + system CPU seconds of this process so far.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start at index 2.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+pub async fn rollout(
+    rows: usize,
+    in_flight: &[usize],
+    model: &Path,
+    workflow: &Path,
+    math: &Path,
+) -> anyhow::Result<()> {
+    use rollbox_rollout::dataset::Row;
+    use rollbox_rollout::output::OutputDir;
+    use rollbox_rollout::{Rollout, RolloutOptions};
+    require(model)?;
+    require(workflow)?;
+    require(math)?;
+    let tok = Arc::new(rollbox_tokenizer::HostTokenizer::load(model)?);
+    let mut tokens = tok.encode(
+        "She sold 48 clips in April and half as many in May, so 48 + 24 = 72 clips. The answer is \\boxed{72}.",
+        false,
+    )?;
+    tokens.resize(63, 198);
+    tokens.push(2);
+    let services = Services::new()
+        .with_tokenizer(tok.clone())
+        .with_backend(Arc::new(Instant64 { tokens }));
+    let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), services)?);
+    runtime.register_reward("math", math, rollbox_runtime::CallPolicy::default())?;
+    let wf = Arc::new(runtime.load_workflow(workflow)?);
+    let data: Vec<Row> = (0..rows)
+        .map(|i| Row {
+            index: i,
+            data: serde_json::json!({
+                "messages": [{"role": "user", "content": format!(
+                    "Natalia sold clips to {} of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?",
+                    40 + i % 60
+                )}],
+                "answer": (3 * (40 + i % 60) / 2).to_string(),
+            }),
+        })
+        .collect();
+    println!(
+        "rollout bench: {rows} rows x 1 sample, rlvr workflow + math reward (sandboxed), instant engine answering 64 tokens, batches of 64 written as safetensors"
+    );
+    for &level in in_flight {
+        let dir = tempfile::tempdir()?;
+        let mut out = OutputDir::open(dir.path())?;
+        let r = Rollout {
+            runtime: runtime.clone(),
+            workflow: wf.clone(),
+            tokenizer: Some(tok.clone()),
+            options: RolloutOptions {
+                n_samples: 1,
+                max_concurrent: level,
+                batch_size: 64,
+                ..RolloutOptions::default()
+            },
+            provenance: Default::default(),
+        };
+        let cpu0 = cpu_seconds();
+        let s = r
+            .run(data.clone(), Vec::new(), &mut out, &mut |_| {})
+            .await?;
+        let cpu = cpu_seconds() - cpu0;
+        let episodes: usize = s.episodes.values().sum();
+        println!(
+            "in flight {level:>4}: {:>8.0} episodes/s, CPU {:.0} µs/episode, latency p50 {:.2} ms p99 {:.2} ms, accepted {}, peak RSS {:.0} MiB",
+            s.episodes_per_s,
+            cpu / episodes.max(1) as f64 * 1e6,
+            s.episode_ms.get("p50").copied().unwrap_or(0.0),
+            s.episode_ms.get("p99").copied().unwrap_or(0.0),
+            s.episodes.get("accepted").copied().unwrap_or(0),
+            peak_rss_mib()
+        );
+    }
     Ok(())
 }

@@ -68,6 +68,10 @@ enum Command {
         /// `safetensors.torch.load_file`), with provenance in its metadata.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Append every engine answer to this JSONL file (replay format; re-run with
+        /// --engine replay:FILE).
+        #[arg(long)]
+        record: Option<PathBuf>,
         #[command(flatten)]
         limits: Box<limits::LimitArgs>,
     },
@@ -106,6 +110,7 @@ fn main() -> anyhow::Result<()> {
                 tools,
                 json,
                 out,
+                record,
                 limits,
             } => {
                 let components = Components {
@@ -113,6 +118,7 @@ fn main() -> anyhow::Result<()> {
                     rewards,
                     tools,
                     out,
+                    record,
                 };
                 run(
                     &workflow,
@@ -161,6 +167,7 @@ fn inspect(path: &Path, json: bool) -> anyhow::Result<()> {
 pub(crate) fn services_for(
     engine: Option<&str>,
     tokenizer: Option<&Path>,
+    record: Option<&Path>,
 ) -> anyhow::Result<(Services, Option<Arc<rollbox_tokenizer::HostTokenizer>>)> {
     let version = Arc::new(std::sync::atomic::AtomicI32::new(0));
     let mut services = Services::new().with_version(version.clone());
@@ -176,7 +183,13 @@ pub(crate) fn services_for(
         if tok.is_none() {
             tok = e.tokenizer;
         }
-        services = services.with_backend(e.backend);
+        let backend = match record {
+            Some(path) => Arc::new(rollbox_engines::replay::RecordingBackend::new(
+                e.backend, path,
+            )?),
+            None => e.backend,
+        };
+        services = services.with_backend(backend);
     }
     if let Some(t) = &tok {
         services = services.with_tokenizer(t.clone());
@@ -200,6 +213,8 @@ struct Components {
     tools: Vec<limits::Registration>,
     /// Where to write the episode's tensors (`--out`).
     out: Option<PathBuf>,
+    /// Where to record engine answers (`--record`).
+    record: Option<PathBuf>,
 }
 
 async fn run(
@@ -212,7 +227,12 @@ async fn run(
     limit_args: &limits::LimitArgs,
 ) -> anyhow::Result<()> {
     let limits = limit_args.to_limits()?;
-    let services = services_for(engine, components.tokenizer.as_deref())?.0;
+    let services = services_for(
+        engine,
+        components.tokenizer.as_deref(),
+        components.record.as_deref(),
+    )?
+    .0;
     let fuel = limits.fuel.is_some()
         || components
             .rewards

@@ -44,6 +44,9 @@ pub struct RolloutArgs {
         default_value = r#"{"reward": "math", "gconfig": {"max_new_tokens": 192, "temperature": 1.0}}"#
     )]
     config: String,
+    /// Append every engine answer to this JSONL file (replay format).
+    #[arg(long)]
+    record: Option<PathBuf>,
     /// Output directory (batches, trajectories.jsonl, stats.json); re-running resumes.
     #[arg(long, default_value = "rollout-out")]
     out: PathBuf,
@@ -91,7 +94,8 @@ pub struct RolloutArgs {
 pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
     let limits = a.limits.to_limits()?;
     let (rows, bad) = read_rows(&a.dataset, a.on_bad_row)?;
-    let (services, tokenizer) = crate::services_for(Some(&a.engine), a.tokenizer.as_deref())?;
+    let (services, tokenizer) =
+        crate::services_for(Some(&a.engine), a.tokenizer.as_deref(), a.record.as_deref())?;
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), services)?);
     let mut rewards = a.rewards.clone();
     if rewards.is_empty() {

@@ -191,3 +191,130 @@ fn run_rlvr_with_tokenizer_replay_engine_and_math_reward() {
         "{out}"
     );
 }
+
+fn rollout_args<'a>(dataset: &'a str, out: &'a str, reward: &'a str) -> Vec<&'a str> {
+    vec![
+        "rollout",
+        dataset,
+        "--workflow",
+        c::WORKFLOW_RLVR,
+        "--reward",
+        reward,
+        "--out",
+        out,
+        "--config",
+        r#"{"reward": "math", "gconfig": {"greedy": true, "max_new_tokens": 6}}"#,
+        "--n-samples",
+        "2",
+        "--batch-size",
+        "1",
+        "--quiet",
+    ]
+}
+
+fn trajectories(dir: &std::path::Path) -> Vec<(u64, u64, String)> {
+    let mut v: Vec<(u64, u64, String)> = std::fs::read_to_string(dir.join("trajectories.jsonl"))
+        .expect("trajectories.jsonl")
+        .lines()
+        .map(|l| {
+            let x: Value = serde_json::from_str(l).expect("line");
+            (
+                x["row"].as_u64().expect("row"),
+                x["sample"].as_u64().expect("sample"),
+                x["completion"]
+                    .as_str()
+                    .expect("completion text")
+                    .to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The main job on the real embedded model: a few rows, then a run killed after its first batch
+/// and resumed gives the same trajectories as an uninterrupted run, with no row twice.
+#[test]
+fn rollout_on_the_embedded_model_resumes_after_kill() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let rows: String = (0..6)
+        .map(|i| {
+            json!({"messages": [{"role": "user", "content": format!("What is {i} + {i}?")}], "answer": (2 * i).to_string()}).to_string() + "\n"
+        })
+        .collect();
+    let dataset = tmp.path().join("rows.jsonl");
+    std::fs::write(&dataset, rows + "{broken\n").expect("dataset");
+    let dataset = dataset.display().to_string();
+    let reward = format!("math={}", c::REWARD_MATH);
+    let full = tmp.path().join("full");
+    let full_arg = full.display().to_string();
+    let mut args = rollout_args(&dataset, &full_arg, &reward);
+    args.push("--json");
+    let out = Command::new(env!("CARGO_BIN_EXE_rollbox"))
+        .args(&args)
+        .env("ROLLBOX_CACHE_DIR", tmp.path())
+        .env("CANDLE_NUM_THREADS", "1")
+        .output()
+        .expect("rollbox runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats: Value = serde_json::from_slice(&out.stdout).expect("--json stats");
+    assert_eq!(stats["episodes"]["accepted"], 12);
+    assert_eq!(stats["bad_rows"][0]["line"], 7);
+    assert_eq!(stats["batches"], 6);
+    let reference = trajectories(&full);
+    assert_eq!(reference.len(), 12);
+    assert!(reference.iter().all(|(_, _, text)| !text.is_empty()));
+
+    // Kill -9 once the first batch is committed, then run again.
+    let killed = tmp.path().join("killed");
+    let killed_arg = killed.display().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rollbox"))
+        .args(rollout_args(&dataset, &killed_arg, &reward))
+        .env("ROLLBOX_CACHE_DIR", tmp.path())
+        .env("CANDLE_NUM_THREADS", "1")
+        .spawn()
+        .expect("spawn");
+    let first = killed.join("batch-000000.safetensors");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !first.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    assert!(
+        first.exists(),
+        "the first batch was written before the kill"
+    );
+    let before = std::fs::read_dir(&killed)
+        .expect("dir")
+        .filter(|e| {
+            e.as_ref()
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .starts_with("batch-")
+        })
+        .count();
+    let (ok, _, err) = rollbox(&rollout_args(&dataset, &killed_arg, &reward), tmp.path());
+    assert!(ok, "{err}");
+    let resumed = trajectories(&killed);
+    assert_eq!(resumed, reference, "resumed run = uninterrupted run");
+    let after = std::fs::read_dir(&killed)
+        .expect("dir")
+        .filter(|e| {
+            e.as_ref()
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .starts_with("batch-")
+        })
+        .count();
+    assert_eq!(
+        after, 6,
+        "{before} batches before the restart, one per row after"
+    );
+}

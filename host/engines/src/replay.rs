@@ -126,6 +126,91 @@ impl InferenceBackend for ReplayBackend {
     }
 }
 
+/// Wraps any backend and appends every answered request to a JSONL file in the replay format,
+/// so `replay:FILE` re-runs the episode exactly (`--record FILE`).
+pub struct RecordingBackend {
+    inner: std::sync::Arc<dyn InferenceBackend>,
+    file: Mutex<std::fs::File>,
+}
+
+impl RecordingBackend {
+    /// Record `inner`'s answers to `path` (appended; created if missing).
+    pub fn new(
+        inner: std::sync::Arc<dyn InferenceBackend>,
+        path: &std::path::Path,
+    ) -> Result<Self, EngineError> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| EngineError::Config {
+                path: path.display().to_string(),
+                message: format!("opening the record file: {e}"),
+            })?;
+        Ok(RecordingBackend {
+            inner,
+            file: Mutex::new(file),
+        })
+    }
+}
+
+#[async_trait]
+impl InferenceBackend for RecordingBackend {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    async fn generate(&self, request: GenerateRequest) -> Result<GenerateResponse, EngineError> {
+        let input_ids = request.input_ids.clone();
+        let response = self.inner.generate(request).await?;
+        let mut line = serde_json::to_value(&response).unwrap_or_default();
+        if let Some(o) = line.as_object_mut() {
+            o.insert("input_ids".into(), serde_json::json!(input_ids));
+        }
+        let text = line.to_string() + "\n";
+        if let Ok(mut f) = self.file.lock() {
+            use std::io::Write;
+            if let Err(e) = f.write_all(text.as_bytes()) {
+                tracing::warn!("recording a response failed: {e}");
+            }
+        }
+        Ok(response)
+    }
+
+    fn default_stop_ids(&self) -> Vec<u32> {
+        self.inner.default_stop_ids()
+    }
+}
+
+#[cfg(test)]
+mod record_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_recording_replays_to_the_same_answers() {
+        let live = std::sync::Arc::new(
+            ReplayBackend::from_jsonl_str(
+                r#"{"input_ids":[1,2],"output_tokens":[7,8,2],"output_logprobs":[-0.5,-0.25,-0.125],"output_versions":[3,3,4],"stop_reason":"stop"}"#,
+            )
+            .expect("source"),
+        );
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("rec.jsonl");
+        let rec = RecordingBackend::new(live, &path).expect("recorder");
+        let first = rec
+            .generate(GenerateRequest::new(vec![1, 2]))
+            .await
+            .expect("live");
+        let replay = ReplayBackend::from_file(&path).expect("recorded file parses");
+        let again = replay
+            .generate(GenerateRequest::new(vec![1, 2]))
+            .await
+            .expect("replayed");
+        assert_eq!(first, again);
+        assert_eq!(again.output_versions, Some(vec![3, 3, 4]));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
