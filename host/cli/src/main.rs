@@ -4,6 +4,7 @@ mod bench;
 mod engines;
 mod limits;
 mod rollout;
+mod serve;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -77,6 +78,8 @@ enum Command {
     },
     /// The main job: a JSONL dataset through a workflow, GRPO groups, safetensors batches.
     Rollout(Box<rollout::RolloutArgs>),
+    /// The rollout controller over HTTP (POST /v1/episodes, POST /v1/version, /healthz, /metrics).
+    Serve(Box<serve::ServeArgs>),
     /// Benchmarks that print figures.
     Bench {
         #[command(subcommand)]
@@ -132,6 +135,7 @@ fn main() -> anyhow::Result<()> {
                 .await
             }
             Command::Rollout(args) => rollout::run(*args).await,
+            Command::Serve(args) => serve::run(*args).await,
             Command::Bench { which } => bench::run(which).await,
         }
     })

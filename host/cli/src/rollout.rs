@@ -16,12 +16,9 @@ use crate::limits;
 
 const GUESTS: &str = "target/wasm-guests/wasm32-wasip2/guest";
 
-/// Flags of `rollbox rollout`.
+/// What every job needs: the workflow, engine, rewards, tools, config, groups and limits.
 #[derive(Args, Debug)]
-pub struct RolloutArgs {
-    /// The dataset: JSONL, one JSON object per line (the workflow's `data`).
-    #[arg(default_value = "workflows/rlvr/data/arith.jsonl")]
-    dataset: PathBuf,
+pub struct SetupArgs {
     /// The workflow component.
     #[arg(long, default_value_t = format!("{GUESTS}/rollbox_workflow_rlvr.wasm"))]
     workflow: String,
@@ -47,21 +44,12 @@ pub struct RolloutArgs {
     /// Append every engine answer to this JSONL file (replay format).
     #[arg(long)]
     record: Option<PathBuf>,
-    /// Output directory (batches, trajectories.jsonl, stats.json); re-running resumes.
-    #[arg(long, default_value = "rollout-out")]
-    out: PathBuf,
     /// Episodes per row (GRPO group size).
     #[arg(long, default_value_t = 4)]
     n_samples: u32,
     /// Episodes in flight at most.
     #[arg(long, default_value_t = 64)]
     max_concurrent: usize,
-    /// Groups per safetensors batch.
-    #[arg(long, default_value_t = 8)]
-    batch_size: usize,
-    /// AReaL's staleness limit (off by default for offline runs).
-    #[arg(long)]
-    max_head_offpolicyness: Option<u64>,
     /// Drop groups with fewer accepted episodes than --n-samples (default: keep them, with
     /// their true size recorded).
     #[arg(long)]
@@ -72,15 +60,34 @@ pub struct RolloutArgs {
     /// Group filter: `non-constant` drops groups whose rewards are all equal (DAPO).
     #[arg(long)]
     filter: Option<Filter>,
+    /// Base seed for episode seeds.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[command(flatten)]
+    limits: Box<limits::LimitArgs>,
+}
+
+/// Flags of `rollbox rollout`.
+#[derive(Args, Debug)]
+pub struct RolloutArgs {
+    /// The dataset: JSONL, one JSON object per line (the workflow's `data`).
+    #[arg(default_value = "workflows/rlvr/data/arith.jsonl")]
+    dataset: PathBuf,
+    /// Output directory (batches, trajectories.jsonl, stats.json); re-running resumes.
+    #[arg(long, default_value = "rollout-out")]
+    out: PathBuf,
+    /// Groups per safetensors batch.
+    #[arg(long, default_value_t = 8)]
+    batch_size: usize,
+    /// AReaL's staleness limit (off by default for offline runs).
+    #[arg(long)]
+    max_head_offpolicyness: Option<u64>,
     /// Malformed dataset lines: skip (reported) or fatal.
     #[arg(long, default_value = "skip")]
     on_bad_row: OnBadRow,
     /// Run at most this many rows not yet done.
     #[arg(long)]
     max_rows: Option<usize>,
-    /// Base seed for episode seeds.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
     /// No progress bar and no summary.
     #[arg(long)]
     quiet: bool,
@@ -88,28 +95,27 @@ pub struct RolloutArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    limits: Box<limits::LimitArgs>,
+    setup: SetupArgs,
 }
 
-pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
-    let limits = a.limits.to_limits()?;
-    let (rows, bad) = read_rows(&a.dataset, a.on_bad_row)?;
+/// Build the controller for `s` (engine loaded, components registered and compiled).
+pub fn build(s: &SetupArgs) -> anyhow::Result<Rollout> {
+    let limits = s.limits.to_limits()?;
     let (services, tokenizer) =
-        crate::services_for(Some(&a.engine), a.tokenizer.as_deref(), a.record.as_deref())?;
+        crate::services_for(Some(&s.engine), s.tokenizer.as_deref(), s.record.as_deref())?;
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), services)?);
-    let mut rewards = a.rewards.clone();
+    let mut rewards = s.rewards.clone();
     if rewards.is_empty() {
-        rewards.push(
-            limits::parse_registration(&format!("math={GUESTS}/rollbox_reward_math.wasm"))
-                .map_err(|e| anyhow::anyhow!(e))?,
-        );
+        rewards.push(limits::parse_registration(&format!(
+            "math={GUESTS}/rollbox_reward_math.wasm"
+        ))?);
     }
     let mut provenance = BTreeMap::new();
     provenance.insert(
         "rollbox_version".to_string(),
         env!("CARGO_PKG_VERSION").to_string(),
     );
-    provenance.insert("engine".to_string(), a.engine.clone());
+    provenance.insert("engine".to_string(), s.engine.clone());
     for r in &rewards {
         runtime
             .register_reward(&r.name, &r.path, r.policy.clone())
@@ -119,7 +125,7 @@ pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
             runtime.inspect(&r.path)?.sha256,
         );
     }
-    for t in &a.tools {
+    for t in &s.tools {
         runtime.register_tool(&t.name, &t.path, t.policy.clone())?;
         provenance.insert(
             format!("component_sha256.{}", t.name),
@@ -128,11 +134,11 @@ pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
     }
     let workflow = Arc::new(
         runtime
-            .load_workflow(std::path::Path::new(&a.workflow))
+            .load_workflow(std::path::Path::new(&s.workflow))
             .with_context(|| {
                 format!(
                     "loading the workflow {}; build it with scripts/quickstart.sh or cargo test",
-                    a.workflow
+                    s.workflow
                 )
             })?,
     );
@@ -140,26 +146,32 @@ pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
         "workflow_sha256".to_string(),
         workflow.info().sha256.clone(),
     );
-    let config = crate::parse_object("config", &a.config)?;
-    let rollout = Rollout {
+    let config = crate::parse_object("config", &s.config)?;
+    Ok(Rollout {
         runtime,
         workflow,
         tokenizer,
         options: RolloutOptions {
-            n_samples: a.n_samples,
-            max_concurrent: a.max_concurrent,
-            batch_size: a.batch_size,
-            max_head_offpolicyness: a.max_head_offpolicyness,
-            drop_incomplete_groups: a.drop_incomplete_groups,
-            normalize: a.normalize,
-            filter: a.filter,
+            n_samples: s.n_samples,
+            max_concurrent: s.max_concurrent,
+            drop_incomplete_groups: s.drop_incomplete_groups,
+            normalize: s.normalize,
+            filter: s.filter,
             config,
             limits: Arc::new(limits),
-            seed: a.seed,
-            max_rows: a.max_rows,
+            seed: s.seed,
+            ..RolloutOptions::default()
         },
         provenance,
-    };
+    })
+}
+
+pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
+    let (rows, bad) = read_rows(&a.dataset, a.on_bad_row)?;
+    let mut rollout = build(&a.setup)?;
+    rollout.options.batch_size = a.batch_size;
+    rollout.options.max_head_offpolicyness = a.max_head_offpolicyness;
+    rollout.options.max_rows = a.max_rows;
     let mut out = OutputDir::open(&a.out)?;
     let quiet = a.quiet || a.json;
     let bar = if quiet {
