@@ -1,6 +1,7 @@
 //! The `rollbox` command line: inspect components, run one episode, benchmark the sandbox.
 
 mod bench;
+mod config_file;
 mod engines;
 mod limits;
 mod rollout;
@@ -21,7 +22,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Run reinforcement-learning rollout workflows as sandboxed WebAssembly components.
 #[derive(Parser)]
-#[command(name = "rollbox", version, about)]
+#[command(name = "rollbox", version, about, args_override_self = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -95,7 +96,7 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(config_file::expand(std::env::args().collect())?);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

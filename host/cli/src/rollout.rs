@@ -63,6 +63,10 @@ pub struct SetupArgs {
     /// Base seed for episode seeds.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// A TOML file of these flags (`n_samples = 8`, `[workflow_config]`, `[limits]`);
+    /// flags on the command line win.
+    #[arg(long)]
+    config_file: Option<PathBuf>,
     #[command(flatten)]
     limits: Box<limits::LimitArgs>,
 }

@@ -442,3 +442,49 @@ fn serve_answers_episodes_version_health_and_metrics() {
         std::panic::resume_unwind(e);
     }
 }
+
+/// `--config-file`: the file's settings apply, a flag on the command line wins.
+#[test]
+fn rollout_reads_a_toml_config_file_and_flags_win() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dataset = tmp.path().join("rows.jsonl");
+    let rows: String = (0..3)
+        .map(|i| json!({"messages": [{"role": "user", "content": format!("What is {i} + 1?")}], "answer": (i + 1).to_string()}).to_string() + "\n")
+        .collect();
+    std::fs::write(&dataset, rows).expect("dataset");
+    let file = tmp.path().join("rollout.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "workflow = {:?}\nreward = [{:?}]\nn_samples = 3\nmax_rows = 2\nbatch_size = 1\n\n[workflow_config]\nreward = \"math\"\ngconfig = {{ greedy = true, max_new_tokens = 3 }}\n\n[limits]\nmax_memory = \"256MiB\"\n",
+            c::WORKFLOW_RLVR,
+            format!("math={}", c::REWARD_MATH)
+        ),
+    )
+    .expect("toml");
+    let out = tmp.path().join("out").display().to_string();
+    let (ok, stdout, err) = rollbox(
+        &[
+            "rollout",
+            &dataset.display().to_string(),
+            "--config-file",
+            &file.display().to_string(),
+            "--out",
+            &out,
+            "--max-rows",
+            "1",
+            "--json",
+        ],
+        tmp.path(),
+    );
+    assert!(ok, "{err}");
+    let stats: Value = serde_json::from_str(&stdout).expect("--json");
+    assert_eq!(
+        stats["rows_run"], 1,
+        "--max-rows 1 on the command line beats max_rows = 2"
+    );
+    assert_eq!(
+        stats["episodes"]["accepted"], 3,
+        "n_samples = 3 from the file"
+    );
+}
