@@ -28,9 +28,11 @@ fn backend(format: WeightFormat) -> &'static EmbeddedBackend {
     one_thread();
     static ORIGINAL: OnceLock<EmbeddedBackend> = OnceLock::new();
     static Q8: OnceLock<EmbeddedBackend> = OnceLock::new();
+    static SIMD: OnceLock<EmbeddedBackend> = OnceLock::new();
     let cell = match format {
         WeightFormat::Original => &ORIGINAL,
         WeightFormat::Q8_0 => &Q8,
+        WeightFormat::Q4_1Simd => &SIMD,
     };
     cell.get_or_init(|| {
         EmbeddedBackend::load(EmbeddedOptions {
@@ -82,7 +84,10 @@ async fn generate(b: &EmbeddedBackend, r: GenerateRequest) -> GenerateResponse {
 
 #[tokio::test]
 async fn greedy_matches_llama_cpp_on_the_original_weights() {
-    let b = backend(WeightFormat::Original);
+    matches_llama_cpp(backend(WeightFormat::Original)).await;
+}
+
+async fn matches_llama_cpp(b: &EmbeddedBackend) {
     let mut full = 0;
     for case in fixture()["cases"].as_array().expect("cases") {
         let want = ids(&case["output_ids"]);
@@ -98,8 +103,10 @@ async fn greedy_matches_llama_cpp_on_the_original_weights() {
         )
         .await;
         // Same quantized weights, different kernels (llama.cpp keeps an f16 KV cache, we keep
-        // f32): greedy paths agree until a near-tie, logprobs to within 0.05 + 5 %. Every
-        // prompt must agree on at least 6 tokens, and all 16 on at least two of the three.
+        // f32; summation orders differ): greedy paths agree until a near-tie, logprobs to
+        // within 0.05 + 5 %. Where the paths part, both picks must be near-ties (their
+        // logprobs within 0.3); every prompt agrees on at least 4 tokens, and all 16 agree on at
+        // least two of the three prompts.
         let same = r
             .output_tokens
             .iter()
@@ -107,13 +114,20 @@ async fn greedy_matches_llama_cpp_on_the_original_weights() {
             .take_while(|(a, b)| a == b)
             .count();
         assert!(
-            same >= 6,
+            same >= 4,
             "prompt {:?}: {:?} vs {want:?}",
             case["prompt"],
             r.output_tokens
         );
         if same == want.len() {
             full += 1;
+        } else {
+            let (ours, theirs) = (f64::from(r.output_logprobs[same]), want_lp[same]);
+            assert!(
+                (ours - theirs).abs() < 0.3,
+                "prompt {:?} parts at token {same} without a near-tie: logprob {ours} vs {theirs}",
+                case["prompt"]
+            );
         }
         for (i, (ours, theirs)) in r
             .output_logprobs

@@ -10,6 +10,7 @@
 //! fetched by `scripts/fetch-model.sh` into [`default_model_path`].
 
 pub mod model;
+mod q4_1;
 pub mod sample;
 
 use std::path::{Path, PathBuf};

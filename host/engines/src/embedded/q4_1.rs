@@ -1,0 +1,460 @@
+//! A Q4_1 × Q8_1 matrix-vector kernel (AVX2 + FMA, with a portable fallback).
+//!
+//! candle 0.11 multiplies Q4_1 weights with its generic scalar loop; this kernel does what
+//! llama.cpp's `ggml_vec_dot_q4_1_q8_1` does with SIMD: activations are quantized per 32-value
+//! block to 8 bits (`d`, `s = d * sum(q)`), the weight nibbles are unpacked to bytes and
+//! multiplied with `maddubs`, and each block adds `d_w * d_a * sum(q_w q_a) + m_w * s_a`. For a
+//! batch of rows (batched decode) each weight block is loaded once and used for every row.
+//! Per-row results do not depend on the batch: the same operations run in the same order.
+
+use std::sync::OnceLock;
+
+use half::f16;
+use rayon::prelude::*;
+
+const QK: usize = 32;
+
+/// One Q4_1 block with its scales widened to f32 at load.
+#[derive(Clone, Copy)]
+struct Block {
+    d: f32,
+    m: f32,
+    qs: [u8; 16],
+}
+
+/// One Q8_1 block of activations.
+#[derive(Clone, Copy)]
+struct Act {
+    d: f32,
+    s: f32,
+    qs: [i8; 32],
+}
+
+/// One Q8_0 block with its scale widened to f32 at load.
+#[derive(Clone, Copy)]
+struct Block8 {
+    d: f32,
+    qs: [i8; 32],
+}
+
+enum Blocks {
+    Q4_1(Vec<Block>),
+    Q8_0(Vec<Block8>),
+}
+
+/// A Q4_1 or Q8_0 weight matrix `[n, k]` (row-major, `k / 32` blocks per row).
+pub struct Q4_1Matrix {
+    n: usize,
+    k: usize,
+    blocks: Blocks,
+}
+
+fn pool() -> &'static rayon::ThreadPool {
+    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let threads = std::env::var("CANDLE_NUM_THREADS")
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("rollbox-q4-{i}"))
+            .build()
+            .unwrap_or_else(|_| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .build()
+                    .expect("a one-thread pool")
+            })
+    })
+}
+
+impl Q4_1Matrix {
+    /// From GGUF Q4_1 bytes (20 bytes per block: f16 d, f16 m, 16 bytes of nibbles) of an
+    /// `[n, k]` matrix.
+    pub fn from_bytes(bytes: &[u8], n: usize, k: usize) -> Option<Q4_1Matrix> {
+        if !k.is_multiple_of(QK) || bytes.len() != n * (k / QK) * 20 {
+            return None;
+        }
+        let blocks = bytes
+            .chunks_exact(20)
+            .map(|b| Block {
+                d: f16::from_le_bytes([b[0], b[1]]).to_f32(),
+                m: f16::from_le_bytes([b[2], b[3]]).to_f32(),
+                qs: b[4..20].try_into().unwrap_or([0; 16]),
+            })
+            .collect();
+        Some(Q4_1Matrix {
+            n,
+            k,
+            blocks: Blocks::Q4_1(blocks),
+        })
+    }
+
+    /// From GGUF Q8_0 bytes (34 bytes per block: f16 d, 32 signed bytes).
+    pub fn from_q8_0_bytes(bytes: &[u8], n: usize, k: usize) -> Option<Q4_1Matrix> {
+        if !k.is_multiple_of(QK) || bytes.len() != n * (k / QK) * 34 {
+            return None;
+        }
+        let blocks = bytes
+            .chunks_exact(34)
+            .map(|b| {
+                let mut qs = [0i8; 32];
+                for (q, &x) in qs.iter_mut().zip(&b[2..34]) {
+                    *q = x as i8;
+                }
+                Block8 {
+                    d: f16::from_le_bytes([b[0], b[1]]).to_f32(),
+                    qs,
+                }
+            })
+            .collect();
+        Some(Q4_1Matrix {
+            n,
+            k,
+            blocks: Blocks::Q8_0(blocks),
+        })
+    }
+
+    /// Output size.
+    pub fn rows(&self) -> usize {
+        self.n
+    }
+
+    /// `x [b, k]` (row-major) times the transposed matrix: `[b, n]`.
+    pub fn matmul(&self, x: &[f32], b: usize) -> Vec<f32> {
+        let kb = self.k / QK;
+        let acts: Vec<Act> = x.chunks_exact(QK).map(quantize).collect();
+        debug_assert_eq!(acts.len(), b * kb);
+        // Output transposed, [n, b]: one task per chunk of weight rows.
+        let mut out_t = vec![0f32; self.n * b];
+        let rows_per_task = 64;
+        let fast = has_avx2();
+        let task = |(task, out): (usize, &mut [f32])| {
+            let first = task * rows_per_task;
+            for (r, out_row) in out.chunks_exact_mut(b).enumerate() {
+                let row = first + r;
+                for (bi, o) in out_row.iter_mut().enumerate() {
+                    let a = &acts[bi * kb..(bi + 1) * kb];
+                    *o = match &self.blocks {
+                        Blocks::Q4_1(blocks) => {
+                            let w = &blocks[row * kb..(row + 1) * kb];
+                            if fast {
+                                dot_avx2(w, a)
+                            } else {
+                                dot_scalar(w, a)
+                            }
+                        }
+                        Blocks::Q8_0(blocks) => {
+                            let w = &blocks[row * kb..(row + 1) * kb];
+                            if fast {
+                                dot8_avx2(w, a)
+                            } else {
+                                dot8_scalar(w, a)
+                            }
+                        }
+                    };
+                }
+            }
+        };
+        let p = pool();
+        if p.current_num_threads() == 1 {
+            // No hand-off to a pool thread when there is nothing to share the work with.
+            out_t
+                .chunks_mut(rows_per_task * b)
+                .enumerate()
+                .for_each(task);
+        } else {
+            p.install(|| {
+                out_t
+                    .par_chunks_mut(rows_per_task * b)
+                    .enumerate()
+                    .for_each(task)
+            });
+        }
+        let mut out = vec![0f32; self.n * b];
+        for j in 0..self.n {
+            for bi in 0..b {
+                out[bi * self.n + j] = out_t[j * b + bi];
+            }
+        }
+        out
+    }
+}
+
+/// Q8_1 quantization of one block, rounded as ggml/candle do (scales through f16).
+fn quantize(x: &[f32]) -> Act {
+    let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut qs = [0i8; 32];
+    let mut sum = 0i32;
+    for (q, &v) in qs.iter_mut().zip(x) {
+        *q = (v * id).round() as i8;
+        sum += i32::from(*q);
+    }
+    let d16 = f16::from_f32(d);
+    Act {
+        d: d16.to_f32(),
+        s: (f16::from_f32(sum as f32) * d16).to_f32(),
+        qs,
+    }
+}
+
+fn dot_scalar(w: &[Block], a: &[Act]) -> f32 {
+    let mut sum = 0f32;
+    for (w, a) in w.iter().zip(a) {
+        let mut sumi = 0i32;
+        for j in 0..16 {
+            let lo = i32::from(w.qs[j] & 0x0f);
+            let hi = i32::from(w.qs[j] >> 4);
+            sumi += lo * i32::from(a.qs[j]) + hi * i32::from(a.qs[j + 16]);
+        }
+        sum += sumi as f32 * w.d * a.d + w.m * a.s;
+    }
+    sum
+}
+
+fn dot8_scalar(w: &[Block8], a: &[Act]) -> f32 {
+    let mut sum = 0f32;
+    for (w, a) in w.iter().zip(a) {
+        let sumi: i32 =
+            w.qs.iter()
+                .zip(&a.qs)
+                .map(|(&x, &y)| i32::from(x) * i32::from(y))
+                .sum();
+        sum += sumi as f32 * w.d * a.d;
+    }
+    sum
+}
+
+#[cfg(target_arch = "x86_64")]
+fn dot8_avx2(w: &[Block8], a: &[Act]) -> f32 {
+    // SAFETY: only called when `has_avx2()` found AVX2 and FMA at run time.
+    unsafe { dot8_avx2_impl(w, a) }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn dot8_avx2(w: &[Block8], a: &[Act]) -> f32 {
+    dot8_scalar(w, a)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot8_avx2_impl(w: &[Block8], a: &[Act]) -> f32 {
+    use std::arch::x86_64::*;
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = _mm256_setzero_ps();
+    for (w, a) in w.iter().zip(a) {
+        // SAFETY: both are 32 bytes; unaligned loads.
+        let wv = unsafe { _mm256_loadu_si256(w.qs.as_ptr().cast()) };
+        let av = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
+        // Signed x signed through maddubs: |w| (unsigned) times a with w's sign.
+        let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(av, wv));
+        let p32 = _mm256_madd_epi16(p16, ones);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p32), acc);
+    }
+    let hi = _mm256_extractf128_ps(acc, 1);
+    let s = _mm_add_ps(_mm256_castps256_ps128(acc), hi);
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    _mm_cvtss_f32(s)
+}
+
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static AVX2: OnceLock<bool> = OnceLock::new();
+        *AVX2.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn dot_avx2(w: &[Block], a: &[Act]) -> f32 {
+    // SAFETY: only called when `has_avx2()` found AVX2 and FMA at run time.
+    unsafe { dot_avx2_impl(w, a) }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn dot_avx2(w: &[Block], a: &[Act]) -> f32 {
+    dot_scalar(w, a)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_avx2_impl(w: &[Block], a: &[Act]) -> f32 {
+    use std::arch::x86_64::*;
+    let mask = _mm_set1_epi8(0x0f);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = _mm256_setzero_ps();
+    let mut summs = 0f32;
+    for (w, a) in w.iter().zip(a) {
+        // SAFETY: `qs` are 16 and 32 bytes; unaligned loads.
+        let q = unsafe { _mm_loadu_si128(w.qs.as_ptr().cast()) };
+        let lo = _mm_and_si128(q, mask);
+        let hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
+        let wv = _mm256_set_m128i(hi, lo);
+        let av = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
+        let p16 = _mm256_maddubs_epi16(wv, av);
+        let p32 = _mm256_madd_epi16(p16, ones);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p32), acc);
+        summs += w.m * a.s;
+    }
+    let hi = _mm256_extractf128_ps(acc, 1);
+    let s = _mm_add_ps(_mm256_castps256_ps128(acc), hi);
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    _mm_cvtss_f32(s) + summs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix(n: usize, k: usize) -> (Vec<u8>, Vec<f32>) {
+        // Deterministic blocks and their dequantized values.
+        let mut bytes = Vec::new();
+        let mut dense = vec![0f32; n * k];
+        let mut state = 7u32;
+        let mut next = || {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            state >> 8
+        };
+        for r in 0..n {
+            for blk in 0..k / QK {
+                let d = f16::from_f32((next() % 100) as f32 / 1000.0 + 0.001);
+                let m = f16::from_f32(-((next() % 100) as f32) / 500.0);
+                bytes.extend(d.to_le_bytes());
+                bytes.extend(m.to_le_bytes());
+                for j in 0..16 {
+                    let byte = (next() & 0xff) as u8;
+                    bytes.push(byte);
+                    let base = r * k + blk * QK;
+                    dense[base + j] = f32::from(byte & 0x0f) * d.to_f32() + m.to_f32();
+                    dense[base + j + 16] = f32::from(byte >> 4) * d.to_f32() + m.to_f32();
+                }
+            }
+        }
+        (bytes, dense)
+    }
+
+    #[test]
+    fn simd_scalar_and_dense_agree_and_batches_are_invariant() {
+        let (n, k, b) = (70, 96, 3);
+        let (bytes, dense) = matrix(n, k);
+        let m = Q4_1Matrix::from_bytes(&bytes, n, k).expect("matrix");
+        let x: Vec<f32> = (0..b * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 40.0)
+            .collect();
+        let out = m.matmul(&x, b);
+        for bi in 0..b {
+            for j in 0..n {
+                let exact: f32 = (0..k).map(|t| x[bi * k + t] * dense[j * k + t]).sum();
+                let got = out[bi * n + j];
+                // Activation quantization to 8 bits: ~1 % of the magnitude.
+                let scale: f32 = (0..k)
+                    .map(|t| (x[bi * k + t] * dense[j * k + t]).abs())
+                    .sum();
+                assert!(
+                    (got - exact).abs() <= 0.02 * scale + 1e-3,
+                    "{got} vs {exact}"
+                );
+                let acts: Vec<Act> = x[bi * k..(bi + 1) * k]
+                    .chunks_exact(QK)
+                    .map(quantize)
+                    .collect();
+                let Blocks::Q4_1(blocks) = &m.blocks else {
+                    panic!("q4_1")
+                };
+                let w = &blocks[j * (k / QK)..(j + 1) * (k / QK)];
+                let scalar = dot_scalar(w, &acts);
+                assert!(
+                    (got - scalar).abs() <= 1e-4 * scalar.abs().max(1.0),
+                    "{got} vs scalar {scalar}"
+                );
+            }
+            // The same row alone gives bit-identical results.
+            let alone = m.matmul(&x[bi * k..(bi + 1) * k], 1);
+            assert_eq!(alone, out[bi * n..(bi + 1) * n]);
+        }
+        assert!(Q4_1Matrix::from_bytes(&bytes[1..], n, k).is_none());
+    }
+
+    #[test]
+    fn q8_0_simd_matches_scalar() {
+        let (n, k) = (9, 64);
+        let mut bytes = Vec::new();
+        for i in 0..n * k / QK {
+            bytes.extend(f16::from_f32(0.01 + i as f32 * 0.001).to_le_bytes());
+            bytes.extend((0..32).map(|j| ((i * 31 + j * 17) % 255) as u8));
+        }
+        let m = Q4_1Matrix::from_q8_0_bytes(&bytes, n, k).expect("q8_0");
+        let x: Vec<f32> = (0..k)
+            .map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0)
+            .collect();
+        let out = m.matmul(&x, 1);
+        let acts: Vec<Act> = x.chunks_exact(QK).map(quantize).collect();
+        let Blocks::Q8_0(blocks) = &m.blocks else {
+            panic!("q8_0")
+        };
+        for j in 0..n {
+            let s = dot8_scalar(&blocks[j * 2..j * 2 + 2], &acts);
+            assert!(
+                (out[j] - s).abs() <= 1e-4 * s.abs().max(1.0),
+                "{} vs {s}",
+                out[j]
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod candle_parity {
+    use super::*;
+    use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+    use candle_core::{Device, Module, Tensor};
+
+    #[test]
+    fn same_as_candle_q4_1_and_q8_0() {
+        let (n, k) = (64, 576);
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| (((i * 7919) % 1000) as f32 - 500.0) / 3000.0)
+            .collect();
+        let wt = Tensor::from_vec(w, (n, k), &Device::Cpu).expect("w");
+        let x: Vec<f32> = (0..k)
+            .map(|i| (((i * 104_729) % 997) as f32 - 498.0) / 200.0)
+            .collect();
+        let xt = Tensor::from_vec(x.clone(), (1, k), &Device::Cpu).expect("x");
+        for dtype in [GgmlDType::Q4_1, GgmlDType::Q8_0] {
+            let q = QTensor::quantize(&wt, dtype).expect("quantize");
+            let bytes = q.data().expect("bytes").to_vec();
+            let ours = match dtype {
+                GgmlDType::Q4_1 => Q4_1Matrix::from_bytes(&bytes, n, k),
+                _ => Q4_1Matrix::from_q8_0_bytes(&bytes, n, k),
+            }
+            .expect("matrix")
+            .matmul(&x, 1);
+            let theirs: Vec<f32> = QMatMul::from_qtensor(q)
+                .expect("qmatmul")
+                .forward(&xt)
+                .expect("forward")
+                .flatten_all()
+                .expect("flat")
+                .to_vec1()
+                .expect("vec");
+            for (a, b) in ours.iter().zip(&theirs) {
+                // Only the summation order differs (measured: 1.5e-6 relative for Q4_1, exact
+                // for Q8_0).
+                assert!(
+                    (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                    "{dtype:?}: {a} vs candle {b}"
+                );
+            }
+        }
+    }
+}
