@@ -78,8 +78,8 @@ pub enum Bench {
         /// The GGUF model.
         #[arg(long, default_value_t = default_model())]
         model: String,
-        /// Weight formats to measure (original, q8_0).
-        #[arg(long, value_delimiter = ',', default_value = "original,q8_0")]
+        /// Weight formats to measure (q4_1-simd, q8_0, original).
+        #[arg(long, value_delimiter = ',', default_value = "q4_1-simd,q8_0")]
         weights: Vec<String>,
         /// Thread counts to measure (each in its own process, CANDLE_NUM_THREADS).
         #[arg(long, value_delimiter = ',', default_value = "1,2")]

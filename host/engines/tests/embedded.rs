@@ -40,7 +40,7 @@ fn backend(format: WeightFormat) -> &'static EmbeddedBackend {
             weights: format,
             max_batch: 8,
             // The llama.cpp comparison runs the quantized path throughout, as llama.cpp does.
-            dense: format == WeightFormat::Q8_0,
+            dense: format != WeightFormat::Original,
         })
         .expect("the default model (run scripts/fetch-model.sh)")
     })
@@ -147,7 +147,12 @@ async fn matches_llama_cpp(b: &EmbeddedBackend) {
 
 #[tokio::test]
 async fn batched_decoding_gives_the_same_tokens_as_one_at_a_time() {
-    let b = backend(WeightFormat::Q8_0);
+    for format in [WeightFormat::Q8_0, WeightFormat::Q4_1Simd] {
+        batch_invariance(backend(format)).await;
+    }
+}
+
+async fn batch_invariance(b: &'static EmbeddedBackend) {
     let cases = fixture()["cases"].as_array().expect("cases").clone();
     let mut alone = Vec::new();
     for c in &cases {

@@ -48,7 +48,7 @@ pub fn default_model_path() -> PathBuf {
 pub struct EmbeddedOptions {
     /// The GGUF file (llama architecture).
     pub model: PathBuf,
-    /// How weight matrices are held (default: re-quantised to Q8_0 for speed).
+    /// How weight matrices are held (default: Q4_1 as stored, rollbox's SIMD kernel).
     pub weights: WeightFormat,
     /// Sequences decoded together at most; more requests wait their turn.
     pub max_batch: usize,
@@ -61,7 +61,7 @@ impl Default for EmbeddedOptions {
     fn default() -> Self {
         EmbeddedOptions {
             model: default_model_path(),
-            weights: WeightFormat::Q8_0,
+            weights: WeightFormat::Q4_1Simd,
             max_batch: 64,
             dense: true,
         }

@@ -8,9 +8,9 @@
 //! Per-row results do not depend on the batch: the same operations run in the same order.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use half::f16;
-use rayon::prelude::*;
 
 const QK: usize = 32;
 
@@ -47,27 +47,6 @@ pub struct Q4_1Matrix {
     n: usize,
     k: usize,
     blocks: Blocks,
-}
-
-fn pool() -> &'static rayon::ThreadPool {
-    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
-    POOL.get_or_init(|| {
-        let threads = std::env::var("CANDLE_NUM_THREADS")
-            .ok()
-            .and_then(|s| s.parse::<usize>().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("rollbox-q4-{i}"))
-            .build()
-            .unwrap_or_else(|_| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(1)
-                    .build()
-                    .expect("a one-thread pool")
-            })
-    })
 }
 
 impl Q4_1Matrix {
@@ -127,17 +106,16 @@ impl Q4_1Matrix {
         let kb = self.k / QK;
         let acts: Vec<Act> = x.chunks_exact(QK).map(quantize).collect();
         debug_assert_eq!(acts.len(), b * kb);
-        // Output transposed, [n, b]: one task per chunk of weight rows.
-        let mut out_t = vec![0f32; self.n * b];
-        let rows_per_task = 64;
+        // Output transposed, [n, b], shared by the workers of candle's own thread pool (the
+        // one its other kernels use, so the two never compete for cores); each (row, batch)
+        // cell is written by exactly one worker.
+        let out_t: Vec<AtomicU32> = (0..self.n * b).map(|_| AtomicU32::new(0)).collect();
         let fast = has_avx2();
-        let task = |(task, out): (usize, &mut [f32])| {
-            let first = task * rows_per_task;
-            for (r, out_row) in out.chunks_exact_mut(b).enumerate() {
-                let row = first + r;
-                for (bi, o) in out_row.iter_mut().enumerate() {
+        let rows = |range: std::ops::Range<usize>| {
+            for row in range {
+                for bi in 0..b {
                     let a = &acts[bi * kb..(bi + 1) * kb];
-                    *o = match &self.blocks {
+                    let v = match &self.blocks {
                         Blocks::Q4_1(blocks) => {
                             let w = &blocks[row * kb..(row + 1) * kb];
                             if fast {
@@ -155,24 +133,15 @@ impl Q4_1Matrix {
                             }
                         }
                     };
+                    out_t[row * b + bi].store(v.to_bits(), Ordering::Relaxed);
                 }
             }
         };
-        let p = pool();
-        if p.current_num_threads() == 1 {
-            // No hand-off to a pool thread when there is nothing to share the work with.
-            out_t
-                .chunks_mut(rows_per_task * b)
-                .enumerate()
-                .for_each(task);
-        } else {
-            p.install(|| {
-                out_t
-                    .par_chunks_mut(rows_per_task * b)
-                    .enumerate()
-                    .for_each(task)
-            });
-        }
+        candle_core::utils::barrier_pool().execute_chunked(self.n, rows);
+        let out_t: Vec<f32> = out_t
+            .into_iter()
+            .map(|x| f32::from_bits(x.into_inner()))
+            .collect();
         let mut out = vec![0f32; self.n * b];
         for j in 0..self.n {
             for bi in 0..b {
