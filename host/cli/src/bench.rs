@@ -139,15 +139,11 @@ pub enum Bench {
     },
 }
 
-/// `$ROLLBOX_MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf` (default `~/.cache/rollbox/models`).
+/// The default model path as a string, for clap defaults (`embedded::default_model_path`).
 pub fn default_model() -> String {
-    let dir = std::env::var("ROLLBOX_MODEL_DIR").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/rollbox/models",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
-    format!("{dir}/SmolLM2-135M-Instruct.Q4_1.gguf")
+    rollbox_engines::embedded::default_model_path()
+        .display()
+        .to_string()
 }
 
 /// `~/.cache/rollbox/areal-venv/bin/python`, the venv `scripts/record_concat_fixture.py` uses.

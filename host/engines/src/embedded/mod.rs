@@ -13,7 +13,7 @@ pub mod model;
 mod q4_1;
 pub mod sample;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Instant;
@@ -416,12 +416,4 @@ impl Engine {
         };
         let _ = a.job.reply.send(Ok(response));
     }
-}
-
-/// Load with default options from `path`.
-pub fn load(path: &Path) -> Result<EmbeddedBackend, EngineError> {
-    EmbeddedBackend::load(EmbeddedOptions {
-        model: path.to_path_buf(),
-        ..EmbeddedOptions::default()
-    })
 }

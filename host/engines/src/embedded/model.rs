@@ -76,7 +76,7 @@ pub struct Config {
 struct Linear {
     quantized: QMatMul,
     dense: Option<QMatMul>,
-    simd: Option<super::q4_1::Q4_1Matrix>,
+    simd: Option<super::q4_1::QuantMatrix>,
 }
 
 impl Linear {
@@ -200,7 +200,7 @@ impl Model {
             let simd = match (format, q.dtype()) {
                 (WeightFormat::Q4_1Simd, GgmlDType::Q4_1) => {
                     let (n, k) = q.shape().dims2()?;
-                    super::q4_1::Q4_1Matrix::from_bytes(&q.data()?, n, k)
+                    super::q4_1::QuantMatrix::from_bytes(&q.data()?, n, k)
                 }
                 _ => None,
             };
@@ -240,7 +240,7 @@ impl Model {
                 let simd = match (format, embed_q.dtype()) {
                     (WeightFormat::Q4_1Simd, GgmlDType::Q8_0) => {
                         let (n, k) = embed_q.shape().dims2()?;
-                        super::q4_1::Q4_1Matrix::from_q8_0_bytes(&embed_q.data()?, n, k)
+                        super::q4_1::QuantMatrix::from_q8_0_bytes(&embed_q.data()?, n, k)
                     }
                     _ => None,
                 };

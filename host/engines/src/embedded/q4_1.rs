@@ -42,17 +42,17 @@ enum Blocks {
     Q8_0(Vec<Block8>),
 }
 
-/// A Q4_1 or Q8_0 weight matrix `[n, k]` (row-major, `k / 32` blocks per row).
-pub struct Q4_1Matrix {
+/// A Q4_1 or Q8_0 weight matrix for the SIMD kernels `[n, k]` (row-major, `k / 32` blocks per row).
+pub struct QuantMatrix {
     n: usize,
     k: usize,
     blocks: Blocks,
 }
 
-impl Q4_1Matrix {
+impl QuantMatrix {
     /// From GGUF Q4_1 bytes (20 bytes per block: f16 d, f16 m, 16 bytes of nibbles) of an
     /// `[n, k]` matrix.
-    pub fn from_bytes(bytes: &[u8], n: usize, k: usize) -> Option<Q4_1Matrix> {
+    pub fn from_bytes(bytes: &[u8], n: usize, k: usize) -> Option<QuantMatrix> {
         if !k.is_multiple_of(QK) || bytes.len() != n * (k / QK) * 20 {
             return None;
         }
@@ -64,7 +64,7 @@ impl Q4_1Matrix {
                 qs: b[4..20].try_into().unwrap_or([0; 16]),
             })
             .collect();
-        Some(Q4_1Matrix {
+        Some(QuantMatrix {
             n,
             k,
             blocks: Blocks::Q4_1(blocks),
@@ -72,7 +72,7 @@ impl Q4_1Matrix {
     }
 
     /// From GGUF Q8_0 bytes (34 bytes per block: f16 d, 32 signed bytes).
-    pub fn from_q8_0_bytes(bytes: &[u8], n: usize, k: usize) -> Option<Q4_1Matrix> {
+    pub fn from_q8_0_bytes(bytes: &[u8], n: usize, k: usize) -> Option<QuantMatrix> {
         if !k.is_multiple_of(QK) || bytes.len() != n * (k / QK) * 34 {
             return None;
         }
@@ -89,7 +89,7 @@ impl Q4_1Matrix {
                 }
             })
             .collect();
-        Some(Q4_1Matrix {
+        Some(QuantMatrix {
             n,
             k,
             blocks: Blocks::Q8_0(blocks),
@@ -316,7 +316,7 @@ mod tests {
     fn simd_scalar_and_dense_agree_and_batches_are_invariant() {
         let (n, k, b) = (70, 96, 3);
         let (bytes, dense) = matrix(n, k);
-        let m = Q4_1Matrix::from_bytes(&bytes, n, k).expect("matrix");
+        let m = QuantMatrix::from_bytes(&bytes, n, k).expect("matrix");
         let x: Vec<f32> = (0..b * k)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 40.0)
             .collect();
@@ -351,7 +351,7 @@ mod tests {
             let alone = m.matmul(&x[bi * k..(bi + 1) * k], 1);
             assert_eq!(alone, out[bi * n..(bi + 1) * n]);
         }
-        assert!(Q4_1Matrix::from_bytes(&bytes[1..], n, k).is_none());
+        assert!(QuantMatrix::from_bytes(&bytes[1..], n, k).is_none());
     }
 
     #[test]
@@ -362,7 +362,7 @@ mod tests {
             bytes.extend(f16::from_f32(0.01 + i as f32 * 0.001).to_le_bytes());
             bytes.extend((0..32).map(|j| ((i * 31 + j * 17) % 255) as u8));
         }
-        let m = Q4_1Matrix::from_q8_0_bytes(&bytes, n, k).expect("q8_0");
+        let m = QuantMatrix::from_q8_0_bytes(&bytes, n, k).expect("q8_0");
         let x: Vec<f32> = (0..k)
             .map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0)
             .collect();
@@ -403,8 +403,8 @@ mod candle_parity {
             let q = QTensor::quantize(&wt, dtype).expect("quantize");
             let bytes = q.data().expect("bytes").to_vec();
             let ours = match dtype {
-                GgmlDType::Q4_1 => Q4_1Matrix::from_bytes(&bytes, n, k),
-                _ => Q4_1Matrix::from_q8_0_bytes(&bytes, n, k),
+                GgmlDType::Q4_1 => QuantMatrix::from_bytes(&bytes, n, k),
+                _ => QuantMatrix::from_q8_0_bytes(&bytes, n, k),
             }
             .expect("matrix")
             .matmul(&x, 1);
