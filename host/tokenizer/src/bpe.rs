@@ -13,7 +13,7 @@ use regex::Regex;
 const GPT2_PATTERN: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+";
 
 /// GPT-2's reversible byte → printable char mapping.
-fn byte_to_char() -> [char; 256] {
+pub(crate) fn byte_to_char() -> [char; 256] {
     let mut table = ['\0'; 256];
     let mut n = 0u32;
     for b in 0..=255u8 {

@@ -21,6 +21,7 @@
 //! ```
 
 mod bpe;
+mod decode;
 pub mod gguf;
 mod load;
 mod template;

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use tokenizers::Tokenizer;
 
 use crate::bpe::ByteLevelBpe;
+use crate::decode::ByteLevelDecoder;
 use crate::gguf::{GgufMetadata, GgufValue};
 use crate::template::{ChatOptions, ChatTemplate};
 use crate::{MAX_DECODE_TOKENS, MAX_TEXT_BYTES, TokenizerError};
@@ -29,6 +30,8 @@ pub struct HostTokenizer {
     /// The direct encoder, for tokenizers built from GGUF (byte-level BPE without a
     /// post-processor); `None` uses `inner`.
     fast: Option<ByteLevelBpe>,
+    /// The direct decoder, for tokenizers whose decoder is `ByteLevel`; `None` uses `inner`.
+    byte_decoder: Option<ByteLevelDecoder>,
     template: Option<ChatTemplate>,
     special: SpecialTokens,
     source: String,
@@ -263,9 +266,11 @@ impl HostTokenizer {
                 )
             })
             .transpose()?;
+        let byte_decoder = ByteLevelDecoder::new(&inner);
         Ok(HostTokenizer {
             inner,
             fast,
+            byte_decoder,
             template,
             special,
             source,
@@ -330,6 +335,26 @@ impl HostTokenizer {
                 "token id {bad} is outside the vocabulary (size {size})"
             )));
         }
+        if let Some(d) = &self.byte_decoder {
+            return Ok(d.decode(ids, skip_special_tokens));
+        }
+        self.decode_reference(ids, skip_special_tokens)
+    }
+
+    /// Whether `decode` takes the direct byte-level table (for tests).
+    #[doc(hidden)]
+    pub fn has_direct_decoder(&self) -> bool {
+        self.byte_decoder.is_some()
+    }
+
+    /// Decode with the `tokenizers` crate pipeline, bypassing the direct decoder (for
+    /// differential tests). No limit checks.
+    #[doc(hidden)]
+    pub fn decode_reference(
+        &self,
+        ids: &[u32],
+        skip_special_tokens: bool,
+    ) -> Result<String, TokenizerError> {
         self.inner.decode(ids, skip_special_tokens).map_err(tk)
     }
 

@@ -225,3 +225,45 @@ fn direct_encoder_matches_the_tokenizers_pipeline() {
         );
     }
 }
+
+/// The direct decoder against the `tokenizers` pipeline on random id runs: every id of the
+/// vocabulary, special tokens, and byte tokens that split UTF-8 sequences (lossy output).
+#[test]
+fn direct_decoder_matches_the_tokenizers_pipeline() {
+    let tok = HostTokenizer::load(&model_path()).expect("loads");
+    assert!(
+        tok.has_direct_decoder(),
+        "a GGUF byte-level tokenizer decodes directly"
+    );
+    let size = tok.vocab_size() as u32;
+    let all: Vec<u32> = (0..size).collect();
+    for skip in [false, true] {
+        assert_eq!(
+            tok.decode(&all, skip).expect("direct"),
+            tok.decode_reference(&all, skip).expect("reference"),
+            "whole vocabulary, skip_special_tokens={skip}"
+        );
+    }
+    let mut state = 0x9E3779B97F4A7C15u64;
+    for round in 0..2000 {
+        let mut ids = Vec::new();
+        for _ in 0..(state % 40) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            // Mostly low ids (bytes, specials, short merges), some anywhere.
+            let id = if state.is_multiple_of(3) {
+                (state >> 8) % size as u64
+            } else {
+                (state >> 8) % 300
+            };
+            ids.push(id as u32);
+        }
+        let skip = round % 2 == 0;
+        assert_eq!(
+            tok.decode(&ids, skip).expect("direct"),
+            tok.decode_reference(&ids, skip).expect("reference"),
+            "{ids:?} skip_special_tokens={skip}"
+        );
+    }
+}
