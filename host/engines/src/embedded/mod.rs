@@ -31,6 +31,13 @@ use crate::{EngineError, GenerateRequest, GenerateResponse, InferenceBackend, St
 
 const NAME: &str = "embedded";
 
+/// The thread count candle's CPU kernels use (`RAYON_NUM_THREADS`, else the physical cores).
+/// candle recomputes it on every f32 matmul, reading /proc/cpuinfo each time unless
+/// `RAYON_NUM_THREADS` is set; a binary can set that variable to this value once at start-up.
+pub fn candle_thread_count() -> usize {
+    candle_core::utils::get_num_threads()
+}
+
 /// `$ROLLBOX_MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf` (default dir `~/.cache/rollbox/models`),
 /// where `scripts/fetch-model.sh` puts the default model.
 pub fn default_model_path() -> PathBuf {

@@ -18,7 +18,6 @@ use std::path::Path;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Result, Tensor};
-use candle_nn::kv_cache::KvCache;
 
 /// How the weight matrices are held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +121,7 @@ pub struct Model {
 
 /// One sequence's KV cache and position.
 pub struct SeqCache {
-    layers: Vec<KvCache>,
+    layers: Vec<Kv>,
     /// Tokens already in the cache.
     pub pos: usize,
 }
@@ -130,13 +129,146 @@ pub struct SeqCache {
 impl SeqCache {
     /// An empty cache with room for `capacity` tokens (it grows if needed).
     pub fn new(model: &Model, capacity: usize) -> SeqCache {
+        let (nkv, hd) = (model.cfg.n_kv_head, model.cfg.head_dim);
         SeqCache {
             layers: (0..model.cfg.n_layer)
-                .map(|_| KvCache::new(2, capacity.max(16)))
+                .map(|_| Kv::new(nkv, hd, capacity.max(16)))
                 .collect(),
             pos: 0,
         }
     }
+}
+
+/// One layer's keys and values of one sequence, in host memory: `[n_kv_head, capacity,
+/// head_dim]` each, so a head's rows are contiguous and decode attention reads them in place.
+struct Kv {
+    k: Vec<f32>,
+    v: Vec<f32>,
+    nkv: usize,
+    hd: usize,
+    cap: usize,
+    len: usize,
+}
+
+impl Kv {
+    fn new(nkv: usize, hd: usize, cap: usize) -> Kv {
+        Kv {
+            k: vec![0.0; nkv * cap * hd],
+            v: vec![0.0; nkv * cap * hd],
+            nkv,
+            hd,
+            cap,
+            len: 0,
+        }
+    }
+
+    /// Append `t` positions given as `[n_kv_head, t, head_dim]`.
+    fn append(&mut self, k: &[f32], v: &[f32], t: usize) {
+        let (nkv, hd) = (self.nkv, self.hd);
+        if self.len + t > self.cap {
+            let cap = (self.len + t).max(self.cap * 2);
+            for buf in [&mut self.k, &mut self.v] {
+                let mut grown = vec![0.0; nkv * cap * hd];
+                for h in 0..nkv {
+                    grown[h * cap * hd..][..self.len * hd]
+                        .copy_from_slice(&buf[h * self.cap * hd..][..self.len * hd]);
+                }
+                *buf = grown;
+            }
+            self.cap = cap;
+        }
+        for h in 0..nkv {
+            let dst = (h * self.cap + self.len) * hd;
+            self.k[dst..dst + t * hd].copy_from_slice(&k[h * t * hd..(h + 1) * t * hd]);
+            self.v[dst..dst + t * hd].copy_from_slice(&v[h * t * hd..(h + 1) * t * hd]);
+        }
+        self.len += t;
+    }
+
+    /// The `len` rows of head `h` of `buf` (`self.k` or `self.v`).
+    fn rows<'a>(&self, buf: &'a [f32], h: usize) -> &'a [f32] {
+        &buf[h * self.cap * self.hd..][..self.len * self.hd]
+    }
+
+    /// `[1, n_kv_head, len, head_dim]` tensors of the keys and values (prefill's path).
+    fn tensors(&self, device: &Device) -> Result<(Tensor, Tensor)> {
+        let gather = |buf: &[f32]| -> Vec<f32> {
+            (0..self.nkv)
+                .flat_map(|h| self.rows(buf, h).iter().copied())
+                .collect()
+        };
+        let shape = (1, self.nkv, self.len, self.hd);
+        Ok((
+            Tensor::from_vec(gather(&self.k), shape, device)?,
+            Tensor::from_vec(gather(&self.v), shape, device)?,
+        ))
+    }
+}
+
+/// Sum of `a[i] * b[i]` with eight partial sums in a fixed order (vectorizes; the result does
+/// not depend on anything but the two slices).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ac.zip(bc) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// One new token's attention for each sequence: `q` is `[B, n_head, head_dim]`, the result
+/// `[B, n_head * head_dim]`. The (sequence, head) pairs are spread over candle's thread pool;
+/// each is computed the same way whatever the batch.
+fn decode_attention(q: &[f32], kvs: &[&Kv], nh: usize, scale: f32) -> Vec<f32> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let Some(first) = kvs.first() else {
+        return Vec::new();
+    };
+    let (nkv, hd) = (first.nkv, first.hd);
+    let group = nh / nkv;
+    let out: Vec<AtomicU32> = (0..kvs.len() * nh * hd)
+        .map(|_| AtomicU32::new(0))
+        .collect();
+    let items = |range: std::ops::Range<usize>| {
+        let mut p = Vec::new();
+        let mut acc = vec![0f32; hd];
+        for item in range {
+            let (bi, h) = (item / nh, item % nh);
+            let kv = kvs[bi];
+            let (keys, values) = (kv.rows(&kv.k, h / group), kv.rows(&kv.v, h / group));
+            let qh = &q[item * hd..(item + 1) * hd];
+            p.clear();
+            p.extend(keys.chunks_exact(hd).map(|k| dot(qh, k) * scale));
+            let max = p.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+            let mut sum = 0f32;
+            for x in p.iter_mut() {
+                *x = (*x - max).exp();
+                sum += *x;
+            }
+            acc.fill(0.0);
+            for (w, v) in p.iter().zip(values.chunks_exact(hd)) {
+                let w = w / sum;
+                for (a, &x) in acc.iter_mut().zip(v) {
+                    *a += w * x;
+                }
+            }
+            for (o, &a) in out[item * hd..(item + 1) * hd].iter().zip(&acc) {
+                o.store(a.to_bits(), Ordering::Relaxed);
+            }
+        }
+    };
+    candle_core::utils::barrier_pool().execute_chunked(kvs.len() * nh, items);
+    out.into_iter()
+        .map(|x| f32::from_bits(x.into_inner()))
+        .collect()
 }
 
 fn meta_u32(ct: &gguf_file::Content, key: &str) -> Result<usize> {
@@ -363,29 +495,31 @@ impl Model {
             .contiguous()?;
         let q = candle_nn::rotary_emb::rope_i(&q, cos, sin)?;
         let k = candle_nn::rotary_emb::rope_i(&k, cos, sin)?;
-        let group = nh / nkv;
-        let scale = 1.0 / (hd as f64).sqrt();
-        let mut outs = Vec::with_capacity(b);
+        // Into each sequence's host cache.
+        let kd = k.flatten_all()?.to_vec1::<f32>()?;
+        let vd = v.flatten_all()?.to_vec1::<f32>()?;
+        let per = nkv * t * hd;
         for (i, cache) in caches.iter_mut().enumerate() {
-            let (k_all, v_all) =
-                cache.layers[li].append(&k.narrow(0, i, 1)?, &v.narrow(0, i, 1)?)?;
-            let k_all = k_all.contiguous()?;
-            let v_all = v_all.contiguous()?;
-            // Grouped-query attention without copying K/V: the `group` query heads that share
-            // one KV head become `group * t` rows against it.
-            let qi = q.narrow(0, i, 1)?.reshape((1, nkv, group * t, hd))?;
-            let mut att = (qi.matmul(&k_all.t()?)? * scale)?;
-            if let Some(m) = mask {
-                att = att.broadcast_add(m)?;
-            }
-            let att = candle_nn::ops::softmax_last_dim(&att)?;
-            outs.push(att.matmul(&v_all)?.reshape((1, nh, t, hd))?);
+            cache.layers[li].append(&kd[i * per..(i + 1) * per], &vd[i * per..(i + 1) * per], t);
         }
-        let out = if outs.len() == 1 {
-            outs.remove(0)
-        } else {
-            Tensor::cat(&outs, 0)?
-        };
+        let scale = 1.0 / (hd as f64).sqrt();
+        if t == 1 {
+            let qd = q.flatten_all()?.to_vec1::<f32>()?;
+            let kvs: Vec<&Kv> = caches.iter().map(|c| &c.layers[li]).collect();
+            let out = decode_attention(&qd, &kvs, nh, scale as f32);
+            return Tensor::from_vec(out, (b, 1, nh * hd), &self.device);
+        }
+        // Prefill (one sequence of t tokens). Grouped-query attention without copying K/V:
+        // the `group` query heads that share one KV head become `group * t` rows against it.
+        let group = nh / nkv;
+        let (k_all, v_all) = caches[0].layers[li].tensors(&self.device)?;
+        let qi = q.reshape((1, nkv, group * t, hd))?;
+        let mut att = (qi.matmul(&k_all.t()?)? * scale)?;
+        if let Some(m) = mask {
+            att = att.broadcast_add(m)?;
+        }
+        let att = candle_nn::ops::softmax_last_dim(&att)?;
+        let out = att.matmul(&v_all)?.reshape((1, nh, t, hd))?;
         out.transpose(1, 2)?.reshape((b, t, nh * hd))
     }
 }

@@ -112,28 +112,39 @@ impl QuantMatrix {
         let out_t: Vec<AtomicU32> = (0..self.n * b).map(|_| AtomicU32::new(0)).collect();
         let fast = has_avx2();
         let rows = |range: std::ops::Range<usize>| {
+            let mut cell = [0f32; LANES];
             for row in range {
-                for bi in 0..b {
-                    let a = &acts[bi * kb..(bi + 1) * kb];
-                    let v = match &self.blocks {
+                // Up to LANES activation rows share each unpacked weight block.
+                let mut first = 0;
+                while first < b {
+                    let lanes = (b - first).min(LANES);
+                    let acts = &acts[first * kb..(first + lanes) * kb];
+                    match &self.blocks {
                         Blocks::Q4_1(blocks) => {
                             let w = &blocks[row * kb..(row + 1) * kb];
                             if fast {
-                                dot_avx2(w, a)
+                                dot_avx2(w, acts, lanes, &mut cell);
                             } else {
-                                dot_scalar(w, a)
+                                for (l, c) in cell[..lanes].iter_mut().enumerate() {
+                                    *c = dot_scalar(w, &acts[l * kb..(l + 1) * kb]);
+                                }
                             }
                         }
                         Blocks::Q8_0(blocks) => {
                             let w = &blocks[row * kb..(row + 1) * kb];
                             if fast {
-                                dot8_avx2(w, a)
+                                dot8_avx2(w, acts, lanes, &mut cell);
                             } else {
-                                dot8_scalar(w, a)
+                                for (l, c) in cell[..lanes].iter_mut().enumerate() {
+                                    *c = dot8_scalar(w, &acts[l * kb..(l + 1) * kb]);
+                                }
                             }
                         }
-                    };
-                    out_t[row * b + bi].store(v.to_bits(), Ordering::Relaxed);
+                    }
+                    for (l, &v) in cell[..lanes].iter().enumerate() {
+                        out_t[row * b + first + l].store(v.to_bits(), Ordering::Relaxed);
+                    }
+                    first += lanes;
                 }
             }
         };
@@ -198,39 +209,6 @@ fn dot8_scalar(w: &[Block8], a: &[Act]) -> f32 {
     sum
 }
 
-#[cfg(target_arch = "x86_64")]
-fn dot8_avx2(w: &[Block8], a: &[Act]) -> f32 {
-    // SAFETY: only called when `has_avx2()` found AVX2 and FMA at run time.
-    unsafe { dot8_avx2_impl(w, a) }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn dot8_avx2(w: &[Block8], a: &[Act]) -> f32 {
-    dot8_scalar(w, a)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot8_avx2_impl(w: &[Block8], a: &[Act]) -> f32 {
-    use std::arch::x86_64::*;
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = _mm256_setzero_ps();
-    for (w, a) in w.iter().zip(a) {
-        // SAFETY: both are 32 bytes; unaligned loads.
-        let wv = unsafe { _mm256_loadu_si256(w.qs.as_ptr().cast()) };
-        let av = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
-        // Signed x signed through maddubs: |w| (unsigned) times a with w's sign.
-        let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(av, wv));
-        let p32 = _mm256_madd_epi16(p16, ones);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p32), acc);
-    }
-    let hi = _mm256_extractf128_ps(acc, 1);
-    let s = _mm_add_ps(_mm256_castps256_ps128(acc), hi);
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    _mm_cvtss_f32(s)
-}
-
 fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -243,42 +221,125 @@ fn has_avx2() -> bool {
     }
 }
 
+/// Activation rows one pass over a weight row serves (each keeps one accumulator register).
+const LANES: usize = 4;
+
+/// `out[l] = dot(w, acts[l * kb..(l + 1) * kb])` for `l < lanes` (`lanes <= LANES`).
 #[cfg(target_arch = "x86_64")]
-fn dot_avx2(w: &[Block], a: &[Act]) -> f32 {
-    // SAFETY: only called when `has_avx2()` found AVX2 and FMA at run time.
-    unsafe { dot_avx2_impl(w, a) }
+fn dot_avx2(w: &[Block], acts: &[Act], lanes: usize, out: &mut [f32; LANES]) {
+    // SAFETY: only called when `has_avx2()` found AVX2 and FMA at run time; each arm reads
+    // `lanes * w.len()` activation blocks, which `acts` holds.
+    unsafe {
+        match lanes {
+            4 => dot_avx2_impl::<4>(w, acts, out),
+            3 => dot_avx2_impl::<3>(w, acts, out),
+            2 => dot_avx2_impl::<2>(w, acts, out),
+            _ => dot_avx2_impl::<1>(w, acts, out),
+        }
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn dot_avx2(w: &[Block], a: &[Act]) -> f32 {
-    dot_scalar(w, a)
+fn dot_avx2(w: &[Block], acts: &[Act], lanes: usize, out: &mut [f32; LANES]) {
+    let kb = w.len();
+    for (l, o) in out[..lanes].iter_mut().enumerate() {
+        *o = dot_scalar(w, &acts[l * kb..(l + 1) * kb]);
+    }
 }
 
+/// Sum of the 8 lanes, in a fixed order.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn dot_avx2_impl(w: &[Block], a: &[Act]) -> f32 {
+fn hsum(acc: std::arch::x86_64::__m256) -> f32 {
     use std::arch::x86_64::*;
-    let mask = _mm_set1_epi8(0x0f);
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = _mm256_setzero_ps();
-    let mut summs = 0f32;
-    for (w, a) in w.iter().zip(a) {
-        // SAFETY: `qs` are 16 and 32 bytes; unaligned loads.
-        let q = unsafe { _mm_loadu_si128(w.qs.as_ptr().cast()) };
-        let lo = _mm_and_si128(q, mask);
-        let hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
-        let wv = _mm256_set_m128i(hi, lo);
-        let av = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
-        let p16 = _mm256_maddubs_epi16(wv, av);
-        let p32 = _mm256_madd_epi16(p16, ones);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p32), acc);
-        summs += w.m * a.s;
-    }
     let hi = _mm256_extractf128_ps(acc, 1);
     let s = _mm_add_ps(_mm256_castps256_ps128(acc), hi);
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    _mm_cvtss_f32(s) + summs
+    _mm_cvtss_f32(s)
+}
+
+/// Q4_1 x Q8_1 for `N` activation rows: each weight block's nibbles are unpacked once. Every
+/// lane runs the operations of the one-row case in the same order, so a row's result does
+/// not depend on `N` or on its neighbours.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_avx2_impl<const N: usize>(w: &[Block], acts: &[Act], out: &mut [f32; LANES]) {
+    use std::arch::x86_64::*;
+    let kb = w.len();
+    assert!(acts.len() >= N * kb);
+    let mask = _mm_set1_epi8(0x0f);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let mut summs = [0f32; N];
+    for (i, w) in w.iter().enumerate() {
+        // SAFETY: `qs` is 16 bytes; unaligned load.
+        let q = unsafe { _mm_loadu_si128(w.qs.as_ptr().cast()) };
+        let lo = _mm_and_si128(q, mask);
+        let hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
+        let wv = _mm256_set_m128i(hi, lo);
+        for l in 0..N {
+            let a = &acts[l * kb + i];
+            // SAFETY: `qs` is 32 bytes; unaligned load.
+            let av = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
+            let p16 = _mm256_maddubs_epi16(wv, av);
+            let p32 = _mm256_madd_epi16(p16, ones);
+            acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p32), acc[l]);
+            summs[l] += w.m * a.s;
+        }
+    }
+    for l in 0..N {
+        out[l] = hsum(acc[l]) + summs[l];
+    }
+}
+
+/// Q8_0 x Q8_1 for up to [`LANES`] activation rows (see [`dot_avx2`]).
+#[cfg(target_arch = "x86_64")]
+fn dot8_avx2(w: &[Block8], acts: &[Act], lanes: usize, out: &mut [f32; LANES]) {
+    // SAFETY: as in `dot_avx2`.
+    unsafe {
+        match lanes {
+            4 => dot8_avx2_impl::<4>(w, acts, out),
+            3 => dot8_avx2_impl::<3>(w, acts, out),
+            2 => dot8_avx2_impl::<2>(w, acts, out),
+            _ => dot8_avx2_impl::<1>(w, acts, out),
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn dot8_avx2(w: &[Block8], acts: &[Act], lanes: usize, out: &mut [f32; LANES]) {
+    let kb = w.len();
+    for (l, o) in out[..lanes].iter_mut().enumerate() {
+        *o = dot8_scalar(w, &acts[l * kb..(l + 1) * kb]);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot8_avx2_impl<const N: usize>(w: &[Block8], acts: &[Act], out: &mut [f32; LANES]) {
+    use std::arch::x86_64::*;
+    let kb = w.len();
+    assert!(acts.len() >= N * kb);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    for (i, w) in w.iter().enumerate() {
+        // SAFETY: `qs` is 32 bytes; unaligned load.
+        let wv = unsafe { _mm256_loadu_si256(w.qs.as_ptr().cast()) };
+        // Signed x signed through maddubs: |w| (unsigned) times a with w's sign.
+        let wabs = _mm256_sign_epi8(wv, wv);
+        for l in 0..N {
+            let a = &acts[l * kb + i];
+            // SAFETY: `qs` is 32 bytes; unaligned load.
+            let av = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
+            let p16 = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(av, wv));
+            let p32 = _mm256_madd_epi16(p16, ones);
+            acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p32), acc[l]);
+        }
+    }
+    for l in 0..N {
+        out[l] = hsum(acc[l]);
+    }
 }
 
 #[cfg(test)]
@@ -314,7 +375,7 @@ mod tests {
 
     #[test]
     fn simd_scalar_and_dense_agree_and_batches_are_invariant() {
-        let (n, k, b) = (70, 96, 3);
+        let (n, k, b) = (70, 96, 7);
         let (bytes, dense) = matrix(n, k);
         let m = QuantMatrix::from_bytes(&bytes, n, k).expect("matrix");
         let x: Vec<f32> = (0..b * k)
@@ -367,6 +428,18 @@ mod tests {
             .map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0)
             .collect();
         let out = m.matmul(&x, 1);
+        // Rows batched with others (4 + 1 lanes) give the bits they give alone.
+        let mut five = Vec::new();
+        for r in 0..5 {
+            five.extend(x.iter().map(|v| v * (1.0 + r as f32 / 3.0)));
+        }
+        let batched = m.matmul(&five, 5);
+        for r in 0..5 {
+            assert_eq!(
+                m.matmul(&five[r * k..(r + 1) * k], 1),
+                batched[r * n..(r + 1) * n]
+            );
+        }
         let acts: Vec<Act> = x.chunks_exact(QK).map(quantize).collect();
         let Blocks::Q8_0(blocks) = &m.blocks else {
             panic!("q8_0")
