@@ -38,6 +38,25 @@ pub fn candle_thread_count() -> usize {
     candle_core::utils::get_num_threads()
 }
 
+/// `log_softmax(row)[tok]` for each `(row, tok)`, spread over candle's thread pool (one
+/// softmax over the vocabulary per sequence; the same arithmetic whatever the batch).
+fn logprobs(rows: &[(Vec<f32>, u32)]) -> Vec<f32> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let out: Vec<AtomicU32> = rows.iter().map(|_| AtomicU32::new(0)).collect();
+    candle_core::utils::barrier_pool().execute_chunked(rows.len(), |range| {
+        for i in range {
+            let (row, tok) = &rows[i];
+            if !row.is_empty() {
+                let lp = sample::log_softmax_at(row, *tok as usize);
+                out[i].store(lp.to_bits(), Ordering::Relaxed);
+            }
+        }
+    });
+    out.into_iter()
+        .map(|x| f32::from_bits(x.into_inner()))
+        .collect()
+}
+
 /// `$ROLLBOX_MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf` (default dir `~/.cache/rollbox/models`),
 /// where `scripts/fetch-model.sh` puts the default model.
 pub fn default_model_path() -> PathBuf {
@@ -302,7 +321,8 @@ impl Engine {
         match logits.and_then(|l| model::row(&l, 0)) {
             Ok(mut row) => {
                 a.ttft = Some(a.job.submitted.elapsed().as_secs_f64());
-                match self.push(&mut a, &mut row) {
+                let (tok, lp) = a.sampler.next(&mut row, a.tokens.len());
+                match self.push(&mut a, tok, lp) {
                     None => Some(a),
                     Some(reason) => {
                         self.finish(a, reason);
@@ -343,27 +363,42 @@ impl Engine {
                 return;
             }
         };
+        // Choose each sequence's token (cheap, stateful), then compute the logprobs (a softmax
+        // over the vocabulary each) on candle's pool, then check stops.
+        let mut rows = Vec::with_capacity(active.len());
+        let mut failed = Vec::new();
+        for (i, a) in active.iter_mut().enumerate() {
+            match model::row(&logits, i) {
+                Ok(mut row) => {
+                    let tok = a.sampler.choose(&mut row, a.tokens.len());
+                    rows.push((row, tok));
+                }
+                Err(e) => {
+                    rows.push((Vec::new(), 0));
+                    failed.push((i, e));
+                }
+            }
+        }
+        let lps = logprobs(&rows);
         let mut keep = Vec::with_capacity(active.len());
         for (i, mut a) in active.drain(..).enumerate() {
-            match model::row(&logits, i) {
-                Ok(mut row) => match self.push(&mut a, &mut row) {
-                    None => keep.push(a),
-                    Some(reason) => self.finish(a, reason),
-                },
-                Err(e) => {
-                    let _ = a
-                        .job
-                        .reply
-                        .send(Err(unavailable(format!("decode failed: {e}"))));
-                }
+            if let Some((_, e)) = failed.iter().find(|(j, _)| *j == i) {
+                let _ = a
+                    .job
+                    .reply
+                    .send(Err(unavailable(format!("decode failed: {e}"))));
+                continue;
+            }
+            match self.push(&mut a, rows[i].1, lps[i]) {
+                None => keep.push(a),
+                Some(reason) => self.finish(a, reason),
             }
         }
         *active = keep;
     }
 
     /// Sample the next token from `logits`; `Some` when the sequence ends.
-    fn push(&self, a: &mut Active, logits: &mut [f32]) -> Option<StopReason> {
-        let (tok, lp) = a.sampler.next(logits, a.tokens.len());
+    fn push(&self, a: &mut Active, tok: u32, lp: f32) -> Option<StopReason> {
         a.tokens.push(tok);
         a.logprobs.push(lp);
         let n = a.tokens.len();

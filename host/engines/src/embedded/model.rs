@@ -207,6 +207,7 @@ impl Kv {
 
 /// Sum of `a[i] * b[i]` with eight partial sums in a fixed order (vectorizes; the result does
 /// not depend on anything but the two slices).
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -222,6 +223,58 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
         }
     }
     acc.iter().sum::<f32>() + tail
+}
+
+/// Softmax attention of one query head over its cache rows into `acc` (`p` is scratch).
+#[inline(always)]
+fn attend_body(
+    qh: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    scale: f32,
+    p: &mut Vec<f32>,
+    acc: &mut [f32],
+) {
+    let hd = qh.len();
+    p.clear();
+    p.extend(keys.chunks_exact(hd).map(|k| dot(qh, k) * scale));
+    let max = p.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    let mut sum = 0f32;
+    for x in p.iter_mut() {
+        *x = (*x - max).exp();
+        sum += *x;
+    }
+    acc.fill(0.0);
+    for (w, v) in p.iter().zip(values.chunks_exact(hd)) {
+        let w = w / sum;
+        for (a, &x) in acc.iter_mut().zip(v) {
+            *a += w * x;
+        }
+    }
+}
+
+/// [`attend_body`], compiled for AVX2 where the CPU has it (same operations, wider vectors).
+fn attend(qh: &[f32], keys: &[f32], values: &[f32], scale: f32, p: &mut Vec<f32>, acc: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn wide(
+            qh: &[f32],
+            keys: &[f32],
+            values: &[f32],
+            scale: f32,
+            p: &mut Vec<f32>,
+            acc: &mut [f32],
+        ) {
+            attend_body(qh, keys, values, scale, p, acc)
+        }
+        static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if *AVX2.get_or_init(|| is_x86_feature_detected!("avx2")) {
+            // SAFETY: AVX2 was found at run time.
+            return unsafe { wide(qh, keys, values, scale, p, acc) };
+        }
+    }
+    attend_body(qh, keys, values, scale, p, acc)
 }
 
 /// One new token's attention for each sequence: `q` is `[B, n_head, head_dim]`, the result
@@ -245,21 +298,7 @@ fn decode_attention(q: &[f32], kvs: &[&Kv], nh: usize, scale: f32) -> Vec<f32> {
             let kv = kvs[bi];
             let (keys, values) = (kv.rows(&kv.k, h / group), kv.rows(&kv.v, h / group));
             let qh = &q[item * hd..(item + 1) * hd];
-            p.clear();
-            p.extend(keys.chunks_exact(hd).map(|k| dot(qh, k) * scale));
-            let max = p.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-            let mut sum = 0f32;
-            for x in p.iter_mut() {
-                *x = (*x - max).exp();
-                sum += *x;
-            }
-            acc.fill(0.0);
-            for (w, v) in p.iter().zip(values.chunks_exact(hd)) {
-                let w = w / sum;
-                for (a, &x) in acc.iter_mut().zip(v) {
-                    *a += w * x;
-                }
-            }
+            attend(qh, keys, values, scale, &mut p, &mut acc);
             for (o, &a) in out[item * hd..(item + 1) * hd].iter().zip(&acc) {
                 o.store(a.to_bits(), Ordering::Relaxed);
             }

@@ -49,6 +49,13 @@ impl Sampler {
     /// Choose the next token from `logits` (modified in place) given `generated` tokens so far;
     /// returns the token and its logprob.
     pub fn next(&mut self, logits: &mut [f32], generated: usize) -> (u32, f32) {
+        let tok = self.choose(logits, generated);
+        (tok, log_softmax_at(logits, tok as usize))
+    }
+
+    /// [`Sampler::next`] without the logprob: the token, with `logits` left as the
+    /// distribution it was drawn from, so `log_softmax_at(logits, tok)` is its logprob.
+    pub fn choose(&mut self, logits: &mut [f32], generated: usize) -> u32 {
         if self.frequency_penalty != 0.0 {
             for (&tok, &c) in &self.counts {
                 if let Some(l) = logits.get_mut(tok as usize) {
@@ -72,9 +79,8 @@ impl Sampler {
             }
             self.draw(logits)
         };
-        let lp = log_softmax_at(logits, tok as usize);
         *self.counts.entry(tok).or_insert(0) += 1;
-        (tok, lp)
+        tok
     }
 
     /// Sample from softmax(logits) restricted to top-k and top-p.
@@ -134,7 +140,8 @@ impl Sampler {
 /// `log_softmax(logits)[i]`.
 pub fn log_softmax_at(logits: &[f32], i: usize) -> f32 {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
+    // f32 exponentials (relative error ~1e-7 each) summed in f64.
+    let sum: f64 = logits.iter().map(|&l| f64::from((l - max).exp())).sum();
     (f64::from(logits[i] - max) - sum.ln()) as f32
 }
 
