@@ -106,10 +106,11 @@ impl QuantMatrix {
         let kb = self.k / QK;
         let acts: Vec<Act> = x.chunks_exact(QK).map(quantize).collect();
         debug_assert_eq!(acts.len(), b * kb);
-        // Output transposed, [n, b], shared by the workers of candle's own thread pool (the
-        // one its other kernels use, so the two never compete for cores); each (row, batch)
-        // cell is written by exactly one worker.
-        let out_t: Vec<AtomicU32> = (0..self.n * b).map(|_| AtomicU32::new(0)).collect();
+        // Output `[b, n]`, shared by the workers of candle's own thread pool (the one its
+        // other kernels use, so the two never compete for cores); each (batch, row) cell is
+        // written by exactly one worker.
+        let n = self.n;
+        let out: Vec<AtomicU32> = (0..n * b).map(|_| AtomicU32::new(0)).collect();
         let fast = has_avx2();
         let rows = |range: std::ops::Range<usize>| {
             let mut cell = [0f32; LANES];
@@ -142,24 +143,16 @@ impl QuantMatrix {
                         }
                     }
                     for (l, &v) in cell[..lanes].iter().enumerate() {
-                        out_t[row * b + first + l].store(v.to_bits(), Ordering::Relaxed);
+                        out[(first + l) * n + row].store(v.to_bits(), Ordering::Relaxed);
                     }
                     first += lanes;
                 }
             }
         };
         candle_core::utils::barrier_pool().execute_chunked(self.n, rows);
-        let out_t: Vec<f32> = out_t
-            .into_iter()
+        out.into_iter()
             .map(|x| f32::from_bits(x.into_inner()))
-            .collect();
-        let mut out = vec![0f32; self.n * b];
-        for j in 0..self.n {
-            for bi in 0..b {
-                out[bi * self.n + j] = out_t[j * b + bi];
-            }
-        }
-        out
+            .collect()
     }
 }
 
