@@ -162,10 +162,36 @@ struct GroupResult {
     reports: Vec<EpisodeReport>,
 }
 
+/// One `trajectories.jsonl` line (serialized once, written to the batch header and the file).
+#[derive(Serialize)]
+struct Line<'a> {
+    row: usize,
+    sample: u32,
+    episode: &'a str,
+    group_size: u32,
+    accepted_in_group: usize,
+    reward: Option<f64>,
+    raw_reward: Option<f64>,
+    stop_reason: &'static str,
+    version_head: Option<i32>,
+    version_tail: Option<i32>,
+    prompt_tokens: usize,
+    completion_tokens: usize,
+    prompt: Option<String>,
+    completion: Option<String>,
+    episode_ms: f64,
+    reward_ms: f64,
+    generate_calls: u32,
+    generated_tokens: u64,
+    reward_calls: &'a [rollbox_runtime::RewardRecord],
+    workflow_sha256: &'a str,
+}
+
 /// An accepted episode of a kept group, ready for the batch.
 struct Kept {
     tensors: Vec<(String, HostTensor)>,
-    lines: Vec<serde_json::Value>,
+    /// Serialized `trajectories.jsonl` lines (JSON objects).
+    lines: Vec<String>,
     raw_rewards: Vec<f32>,
     truncated: Vec<bool>,
 }
@@ -219,6 +245,7 @@ impl Rollout {
         progress: &mut (dyn FnMut(&Progress) + Send),
     ) -> anyhow::Result<Stats> {
         let start = Instant::now();
+        let mut stats_written = start;
         let o = &self.options;
         anyhow::ensure!(o.n_samples > 0, "--n-samples must be at least 1");
         anyhow::ensure!(o.batch_size > 0, "--batch-size must be at least 1");
@@ -298,7 +325,12 @@ impl Rollout {
             }
             if pending.len() >= o.batch_size {
                 self.write_batch(std::mem::take(&mut pending), out, &mut tally)?;
-                out.write_stats(&serde_json::to_value(self.finish(&tally, start))?)?;
+                // Interim stats at most once a second: computing them sorts every latency so
+                // far, which per batch would grow with the square of the run.
+                if stats_written.elapsed() >= Duration::from_secs(1) {
+                    out.write_stats(&serde_json::to_value(self.finish(&tally, start))?)?;
+                    stats_written = Instant::now();
+                }
             }
             p.elapsed_s = start.elapsed().as_secs_f64();
             progress(&p);
@@ -482,7 +514,7 @@ impl Rollout {
         raw: &[f32],
         accepted_in_group: usize,
         sha: &str,
-    ) -> Vec<serde_json::Value> {
+    ) -> Vec<String> {
         let ids = i32s(t.get("input_ids")).unwrap_or_default();
         let mask = i32s(t.get("loss_mask")).unwrap_or_default();
         let attn = bools(t.get("attention_mask")).unwrap_or_default();
@@ -493,11 +525,6 @@ impl Rollout {
             .and_then(|x| x.shape().first().copied())
             .unwrap_or(rewards.len().max(1));
         let l = ids.len().checked_div(b).unwrap_or(0);
-        let reward_calls: Vec<serde_json::Value> = r
-            .reward_calls
-            .iter()
-            .map(|c| serde_json::to_value(c).unwrap_or_default())
-            .collect();
         (0..b)
             .map(|i| {
                 let span = i * l..(i + 1) * l;
@@ -521,28 +548,33 @@ impl Rollout {
                         .as_ref()
                         .and_then(|tok| tok.decode(ids, false).ok())
                 };
-                serde_json::json!({
-                    "row": row,
-                    "sample": sample,
-                    "episode": r.id,
-                    "group_size": self.options.n_samples,
-                    "accepted_in_group": accepted_in_group,
-                    "reward": rewards.get(i),
-                    "raw_reward": raw.get(i),
-                    "stop_reason": match truncated.get(i) { Some(true) => "length", Some(false) => "stop", None => "unknown" },
-                    "version_head": vs.iter().min(),
-                    "version_tail": vs.iter().max(),
-                    "prompt_tokens": prompt.len(),
-                    "completion_tokens": completion.len(),
-                    "prompt": text(&prompt),
-                    "completion": text(&completion),
-                    "episode_ms": r.wall.as_secs_f64() * 1e3,
-                    "reward_ms": r.reward_calls.iter().map(|c| c.wall_us).sum::<u64>() as f64 / 1e3,
-                    "generate_calls": r.generate_calls,
-                    "generated_tokens": r.generated_tokens,
-                    "reward_calls": reward_calls,
-                    "workflow_sha256": sha,
-                })
+                let line = Line {
+                    row,
+                    sample,
+                    episode: &r.id,
+                    group_size: self.options.n_samples,
+                    accepted_in_group,
+                    reward: rewards.get(i).map(|&x| f64::from(x)),
+                    raw_reward: raw.get(i).map(|&x| f64::from(x)),
+                    stop_reason: match truncated.get(i) {
+                        Some(true) => "length",
+                        Some(false) => "stop",
+                        None => "unknown",
+                    },
+                    version_head: vs.iter().min().copied(),
+                    version_tail: vs.iter().max().copied(),
+                    prompt_tokens: prompt.len(),
+                    completion_tokens: completion.len(),
+                    prompt: text(&prompt),
+                    completion: text(&completion),
+                    episode_ms: r.wall.as_secs_f64() * 1e3,
+                    reward_ms: r.reward_calls.iter().map(|c| c.wall_us).sum::<u64>() as f64 / 1e3,
+                    generate_calls: r.generate_calls,
+                    generated_tokens: r.generated_tokens,
+                    reward_calls: &r.reward_calls,
+                    workflow_sha256: sha,
+                };
+                serde_json::to_string(&line).unwrap_or_default()
             })
             .collect()
     }
@@ -561,8 +593,10 @@ impl Rollout {
             .collect();
         let tensors = rollbox_tensor::concat_padded(&dicts, 0.0)
             .map_err(|e| anyhow::anyhow!("assembling batch {}: {e}", out.next_batch))?;
-        let lines: Vec<serde_json::Value> =
-            kept.iter().flat_map(|k| k.lines.iter().cloned()).collect();
+        let lines: Vec<&str> = kept
+            .iter()
+            .flat_map(|k| k.lines.iter().map(String::as_str))
+            .collect();
         let mut meta = self.provenance.clone();
         meta.insert(
             "group_sizes".into(),

@@ -147,18 +147,23 @@ impl OutputDir {
     }
 
     /// Commit one batch: the tensors (with `metadata` plus the row lists and trajectory lines
-    /// in the header), then the trajectory lines appended to `trajectories.jsonl`.
+    /// in the header), then the trajectory lines appended to `trajectories.jsonl`. Each of
+    /// `trajectories` is one serialized JSON object.
     pub fn write_batch(
         &mut self,
         tensors: &[(String, HostTensor)],
         mut metadata: BTreeMap<String, String>,
         rows: &[usize],
-        trajectories: &[serde_json::Value],
+        trajectories: &[&str],
     ) -> anyhow::Result<PathBuf> {
         let n = self.next_batch;
         metadata.insert("batch".into(), n.to_string());
         metadata.insert("rows".into(), serde_json::to_string(rows)?);
-        metadata.insert("trajectories".into(), serde_json::to_string(trajectories)?);
+        // `trajectories` are serialized JSON objects: the header holds them as one JSON list.
+        metadata.insert(
+            "trajectories".into(),
+            format!("[{}]", trajectories.join(",")),
+        );
         let path = self.dir.join(batch_name(n));
         rollbox_tensor::write_safetensors(&path, tensors, &metadata)?;
         self.next_batch += 1;
@@ -167,9 +172,9 @@ impl OutputDir {
             .append(true)
             .create(true)
             .open(self.trajectories_path())?;
-        let mut text = String::new();
+        let mut text = String::with_capacity(trajectories.iter().map(|t| t.len() + 1).sum());
         for t in trajectories {
-            text.push_str(&t.to_string());
+            text.push_str(t);
             text.push('\n');
         }
         f.write_all(text.as_bytes())?;
