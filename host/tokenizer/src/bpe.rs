@@ -61,7 +61,13 @@ pub(crate) struct ByteLevelBpe {
     added: Vec<(String, u32)>,
     added_first_bytes: [bool; 256],
     byte_chars: [char; 256],
+    /// Ids of pieces already merged (as `tokenizers`' BPE caches words): chat templates and
+    /// prompts repeat the same words. Bounded by [`CACHE_ENTRIES`].
+    cache: std::sync::RwLock<HashMap<Box<str>, Box<[u32]>>>,
 }
+
+/// Most pieces the merge cache holds; past that, new pieces are merged every time.
+const CACHE_ENTRIES: usize = 1 << 16;
 
 impl ByteLevelBpe {
     /// `tokens[i]` is id `i`; `merges` are `"a b"` in rank order; `added` are matched verbatim
@@ -108,6 +114,7 @@ impl ByteLevelBpe {
             added,
             added_first_bytes,
             byte_chars,
+            cache: Default::default(),
         })
     }
 
@@ -155,6 +162,26 @@ impl ByteLevelBpe {
     }
 
     fn encode_piece(&self, piece: &str, out: &mut Vec<u32>) {
+        if piece.len() <= 1 {
+            return self.merge_piece(piece, out);
+        }
+        if let Ok(cache) = self.cache.read()
+            && let Some(ids) = cache.get(piece)
+        {
+            out.extend_from_slice(ids);
+            return;
+        }
+        let start = out.len();
+        self.merge_piece(piece, out);
+        if piece.len() <= 64
+            && let Ok(mut cache) = self.cache.write()
+            && cache.len() < CACHE_ENTRIES
+        {
+            cache.insert(piece.into(), out[start..].into());
+        }
+    }
+
+    fn merge_piece(&self, piece: &str, out: &mut Vec<u32>) {
         let mut word: Vec<u32> = Vec::with_capacity(piece.len());
         for &b in piece.as_bytes() {
             match self.byte_ids[b as usize] {
