@@ -273,6 +273,24 @@ async fn the_python_reward_runs_sandboxed_and_scores_like_the_rust_one() {
             .await;
         assert_eq!(r.result, Ok(want), "{completion:?}: {}", r.stderr);
     }
+    // Each call's instance (13 MiB of linear memory) is torn down on the reaper thread: were
+    // any left behind, the test runtime's pool (64 instances, 512 core instances: 14 of these
+    // 36-module components) would refuse a call well before the 60th.
+    let (call, want) = gsm8k_cases().remove(0);
+    for i in 0..60 {
+        let r = rt
+            .call_reward(
+                reg.component(),
+                call.clone(),
+                Arc::new(Limits::untrusted_call()),
+            )
+            .await;
+        assert!(
+            r.peak_memory_bytes >= rollbox_runtime::DEFERRED_TEARDOWN_BYTES,
+            "the reaper path is taken"
+        );
+        assert_eq!(r.result, Ok(want), "call {i}: {}", r.stderr);
+    }
     // Through a workflow, with the registry's retries and accounting.
     let r = echo_with_reward(&rt, "py", json!({"answer": "0"})).await;
     assert_eq!(reward_of(&r), 0.0);

@@ -204,7 +204,7 @@ pub async fn run(which: Bench) -> anyhow::Result<()> {
         } => {
             let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), Services::new())?);
             println!(
-                "reward bench: each call = fresh instance + score + drop, 15 s / 256 MiB limits"
+                "reward bench: each call = fresh instance + score + teardown (on the reaper thread for instances past 4 MiB), 15 s / 256 MiB limits"
             );
             rewards(
                 runtime.clone(),
@@ -227,13 +227,33 @@ pub async fn run(which: Bench) -> anyhow::Result<()> {
                 .arg(iterations.to_string())
                 .status()
             {
-                Ok(s) if s.success() => Ok(()),
+                Ok(s) if s.success() => {}
                 Ok(s) => bail!("{} failed: {s}", baseline.display()),
-                Err(e) => {
-                    println!("baseline skipped: python3 not runnable ({e})");
-                    Ok(())
-                }
+                Err(e) => println!("baseline skipped: python3 not runnable ({e})"),
             }
+            // AReaL's own path (its wrapper, its math-verify GSM8K reward), when its venv is set up.
+            let areal = default_torch_python();
+            let script = Path::new("scripts/areal_reward_baseline.py");
+            if Path::new(&areal).exists() && script.is_file() {
+                match std::process::Command::new(&areal)
+                    .arg(script)
+                    .arg(iterations.to_string())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                {
+                    Ok(s) if s.success() => {}
+                    Ok(_) | Err(_) => println!(
+                        "AReaL baseline skipped: {} {} failed (see the script for its setup)",
+                        areal,
+                        script.display()
+                    ),
+                }
+            } else {
+                println!(
+                    "AReaL baseline skipped: {areal} not found (see scripts/areal_reward_baseline.py)"
+                );
+            }
+            Ok(())
         }
     }
 }

@@ -65,7 +65,7 @@ pub use runtime::{
 };
 pub use services::Services;
 pub use state::{LogLine, MAX_TABLE_ELEMENTS, RewardRecord};
-pub use untrusted::{CallPolicy, CallReport, Registered, RewardCall};
+pub use untrusted::{CallPolicy, CallReport, DEFERRED_TEARDOWN_BYTES, Registered, RewardCall};
 
 impl bindings::types::Host for state::StoreState {}
 impl bindings::episode::Host for state::StoreState {}

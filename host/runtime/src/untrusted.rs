@@ -186,12 +186,52 @@ async fn attempt<T>(
         }),
         Err(f) => Err(f),
     };
-    CallReport {
+    let report = CallReport {
         result,
         wall: start.elapsed(),
         peak_memory_bytes: store.data().limiter.peak_bytes(),
         fuel_consumed: fuel_consumed(fuel, &store),
         stderr: store.data().ctx.stderr.take().0,
+    };
+    if report.peak_memory_bytes >= DEFERRED_TEARDOWN_BYTES {
+        reap(store);
+    }
+    report
+}
+
+/// Instances that grew to this much linear memory are torn down on the reaper thread.
+pub const DEFERRED_TEARDOWN_BYTES: usize = 4 << 20;
+
+/// Tear `store` down off the caller's path. Resetting a large instance's memory (page scans,
+/// madvise, dozens of core instances for a componentize-py component) costs ~0.16 ms; the
+/// result is already known, so the caller need not wait. One reaper thread does it in order;
+/// when it is 64 stores behind (or cannot start), the caller drops the store itself, so the
+/// backlog, and the pool slots and memory it holds, stays bounded.
+fn reap(store: wasmtime::Store<StoreState>) {
+    use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+    type Reaper = SyncSender<wasmtime::Store<StoreState>>;
+    static REAPER: std::sync::OnceLock<Option<Reaper>> = std::sync::OnceLock::new();
+    let reaper = REAPER.get_or_init(|| {
+        let (tx, rx) = sync_channel::<wasmtime::Store<StoreState>>(64);
+        std::thread::Builder::new()
+            .name("rollbox-reaper".into())
+            .spawn(move || {
+                for store in rx {
+                    drop(store);
+                }
+            })
+            .ok()
+            .map(|_| tx)
+    });
+    match reaper {
+        Some(tx) => {
+            if let Err(TrySendError::Full(store) | TrySendError::Disconnected(store)) =
+                tx.try_send(store)
+            {
+                drop(store);
+            }
+        }
+        None => drop(store),
     }
 }
 
