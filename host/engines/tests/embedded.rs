@@ -282,3 +282,40 @@ async fn a_missing_model_names_the_fetch_command() {
         .expect_err("empty prompt");
     assert!(empty.to_string().contains("empty"), "{empty}");
 }
+
+/// A GRPO group (one prompt, several samples) admitted together shares one prefill; every
+/// member still gets exactly what it would get alone.
+#[tokio::test]
+async fn a_group_sharing_one_prompt_decodes_as_its_members_alone() {
+    let b = backend(WeightFormat::Q4_1Simd);
+    let prompt = ids(&fixture()["cases"][1]["input_ids"]);
+    let params: Vec<SamplingParams> = (0..4u64)
+        .map(|seed| SamplingParams {
+            temperature: 1.0,
+            max_new_tokens: 10,
+            seed: Some(seed),
+            ..SamplingParams::default()
+        })
+        .chain([greedy(10)])
+        .collect();
+    let mut alone = Vec::new();
+    for p in &params {
+        alone.push(generate(b, request(prompt.clone(), p.clone())).await);
+    }
+    // A running request keeps the engine busy, so the group arrives in one admission round.
+    let other = ids(&fixture()["cases"][0]["input_ids"]);
+    let busy = tokio::spawn(async move { b.generate(request(other, greedy(24))).await });
+    let handles: Vec<_> = params
+        .iter()
+        .map(|p| {
+            let r = request(prompt.clone(), p.clone());
+            tokio::spawn(async move { b.generate(r).await })
+        })
+        .collect();
+    for (a, h) in alone.iter().zip(handles) {
+        let t = h.await.expect("task").expect("generate");
+        assert_eq!(a.output_tokens, t.output_tokens);
+        assert_eq!(a.output_logprobs, t.output_logprobs);
+    }
+    busy.await.expect("task").expect("generate");
+}

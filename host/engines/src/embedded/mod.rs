@@ -232,6 +232,45 @@ impl InferenceBackend for EmbeddedBackend {
     }
 }
 
+/// Prefill results of one admission round, kept only for prompts that more than one request
+/// of the round has: prompt ids -> (KV cache, last-position logits).
+struct SharedPrefills {
+    repeated: Vec<Vec<u32>>,
+    done: Vec<(Vec<u32>, SeqCache, Vec<f32>)>,
+}
+
+impl SharedPrefills {
+    fn new(jobs: &[Job]) -> SharedPrefills {
+        let mut repeated: Vec<Vec<u32>> = Vec::new();
+        for (i, j) in jobs.iter().enumerate() {
+            let ids = &j.request.input_ids;
+            if !repeated.contains(ids) && jobs[i + 1..].iter().any(|k| &k.request.input_ids == ids)
+            {
+                repeated.push(ids.clone());
+            }
+        }
+        SharedPrefills {
+            repeated,
+            done: Vec::new(),
+        }
+    }
+
+    /// A copy of the prefill of `ids`, if one was offered this round.
+    fn take(&self, ids: &[u32]) -> Option<(SeqCache, Vec<f32>)> {
+        self.done
+            .iter()
+            .find(|(p, _, _)| p == ids)
+            .map(|(_, cache, row)| (cache.clone(), row.clone()))
+    }
+
+    /// Keep the prefill of `ids` when another request of the round has the same prompt.
+    fn offer(&mut self, ids: &[u32], cache: &SeqCache, row: &[f32]) {
+        if self.repeated.iter().any(|p| p == ids) && !self.done.iter().any(|(p, _, _)| p == ids) {
+            self.done.push((ids.to_vec(), cache.clone(), row.to_vec()));
+        }
+    }
+}
+
 /// A sequence being decoded.
 struct Active {
     job: Job,
@@ -269,8 +308,11 @@ impl Engine {
                     Err(_) => break,
                 }
             }
+            // Requests admitted together with the same prompt (a GRPO group) share one
+            // prefill: the first one's cache and logits are copied for the others.
+            let mut shared = SharedPrefills::new(&pending);
             for job in pending {
-                if let Some(a) = self.admit(job) {
+                if let Some(a) = self.admit(job, &mut shared) {
                     active.push(a);
                 }
             }
@@ -281,8 +323,9 @@ impl Engine {
         }
     }
 
-    /// Prefill a new request and sample its first token; `None` when it already finished.
-    fn admit(&self, job: Job) -> Option<Active> {
+    /// Prefill a new request (or copy a shared prefill of the same prompt) and sample its
+    /// first token; `None` when it already finished.
+    fn admit(&self, job: Job, shared: &mut SharedPrefills) -> Option<Active> {
         let p = &job.request.sampling;
         let prompt_len = job.request.input_ids.len();
         let ctx = self.model.config().context_length;
@@ -316,10 +359,18 @@ impl Engine {
             self.finish(a, StopReason::Length);
             return None;
         }
-        let logits = self
-            .model
-            .forward(&[&a.job.request.input_ids], &mut [&mut a.cache]);
-        match logits.and_then(|l| model::row(&l, 0)) {
+        let prefilled = match shared.take(&a.job.request.input_ids) {
+            Some((cache, row)) => {
+                a.cache = cache;
+                Ok(row)
+            }
+            None => self
+                .model
+                .forward(&[&a.job.request.input_ids], &mut [&mut a.cache])
+                .and_then(|l| model::row(&l, 0))
+                .inspect(|row| shared.offer(&a.job.request.input_ids, &a.cache, row)),
+        };
+        match prefilled {
             Ok(mut row) => {
                 a.ttft = Some(a.job.submitted.elapsed().as_secs_f64());
                 let (tok, lp) = a.sampler.next(&mut row, a.tokens.len());

@@ -126,6 +126,7 @@ pub struct Model {
 }
 
 /// One sequence's KV cache and position.
+#[derive(Clone)]
 pub struct SeqCache {
     layers: Vec<Kv>,
     /// Tokens already in the cache.
@@ -147,6 +148,7 @@ impl SeqCache {
 
 /// One layer's keys and values of one sequence, in host memory: `[n_kv_head, capacity,
 /// head_dim]` each, so a head's rows are contiguous and decode attention reads them in place.
+#[derive(Clone)]
 struct Kv {
     k: Vec<f32>,
     v: Vec<f32>,
