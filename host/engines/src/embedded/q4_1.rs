@@ -7,8 +7,7 @@
 //! batch of rows (batched decode) each weight block is loaded once and used for every row.
 //! Per-row results do not depend on the batch: the same operations run in the same order.
 
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
+use super::cpu::{Cells, has_avx2_fma as has_avx2};
 
 use half::f16;
 
@@ -110,7 +109,7 @@ impl QuantMatrix {
         // other kernels use, so the two never compete for cores); each (batch, row) cell is
         // written by exactly one worker.
         let n = self.n;
-        let out: Vec<AtomicU32> = (0..n * b).map(|_| AtomicU32::new(0)).collect();
+        let out = Cells::new(n * b);
         let fast = has_avx2();
         let rows = |range: std::ops::Range<usize>| {
             let mut cell = [0f32; LANES];
@@ -143,16 +142,14 @@ impl QuantMatrix {
                         }
                     }
                     for (l, &v) in cell[..lanes].iter().enumerate() {
-                        out[(first + l) * n + row].store(v.to_bits(), Ordering::Relaxed);
+                        out.set((first + l) * n + row, v);
                     }
                     first += lanes;
                 }
             }
         };
         candle_core::utils::barrier_pool().execute_chunked(self.n, rows);
-        out.into_iter()
-            .map(|x| f32::from_bits(x.into_inner()))
-            .collect()
+        out.into_vec()
     }
 }
 
@@ -264,18 +261,6 @@ fn dot8_scalar(w: &[Block8], a: &[Act]) -> f32 {
         sum += sumi as f32 * w.d * a.d;
     }
     sum
-}
-
-fn has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static AVX2: OnceLock<bool> = OnceLock::new();
-        *AVX2.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// Activation rows one pass over a weight row serves (each keeps one accumulator register).

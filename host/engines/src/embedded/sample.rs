@@ -147,9 +147,7 @@ pub fn log_softmax_at(logits: &[f32], i: usize) -> f32 {
 fn exp_sum(logits: &[f32], max: f32) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
-        static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if *AVX2.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
-        {
+        if super::cpu::has_avx2_fma() {
             // SAFETY: AVX2 and FMA were found at run time.
             return unsafe { exp_sum_avx2(logits, max) };
         }
