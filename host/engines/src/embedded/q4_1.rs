@@ -1,25 +1,25 @@
-//! A Q4_1 × Q8_1 matrix-vector kernel (AVX2 + FMA, with a portable fallback).
+//! Q4_1 × Q8_1 and Q8_0 × Q8_1 matrix kernels (AVX2 + FMA, with a portable fallback).
 //!
-//! candle 0.11 multiplies Q4_1 weights with its generic scalar loop; this kernel does what
-//! llama.cpp's `ggml_vec_dot_q4_1_q8_1` does with SIMD: activations are quantized per 32-value
-//! block to 8 bits (`d`, `s = d * sum(q)`), the weight nibbles are unpacked to bytes and
-//! multiplied with `maddubs`, and each block adds `d_w * d_a * sum(q_w q_a) + m_w * s_a`. For a
-//! batch of rows (batched decode) each weight block is loaded once and used for every row.
-//! Per-row results do not depend on the batch: the same operations run in the same order.
+//! candle 0.11 multiplies Q4_1 weights with its generic scalar loop. Here activations are
+//! quantized per 32-value block to 8 bits (`d`, `s = d * sum(q)`, as llama.cpp's Q8_1) and each
+//! weight block adds `d_w * d_a * sum(q_w q_a) + m_w * s_a`.
+//!
+//! Q4_1 weights are repacked at load into groups of 8 rows ([`Group`]): one 256-bit register
+//! holds 4 nibble bytes of each of the 8 rows, so `maddubs` against a broadcast 4-byte slice of
+//! the activations yields partial sums for 8 output rows at once. A block's 32-term integer
+//! dot products for the 8 rows are summed exactly in 16-bit lanes (at most 8 × 3,840 in
+//! magnitude), scaled once per block for all 8 rows, and never need a horizontal sum: about
+//! half the instructions per (row, block) of the one-row-at-a-time layout llama.cpp's
+//! `ggml_vec_dot_q4_1_q8_1` uses. For a batch (batched decode) each unpacked group serves up
+//! to [`LANES`] activation rows. Per-row results do not depend on the batch: every lane runs
+//! the one-row operations in the same order, and the scalar fallback performs the same
+//! rounding steps (fused multiply-adds included), so it gives the same bits.
 
 use super::cpu::{Cells, has_avx2_fma as has_avx2};
 
 use half::f16;
 
 const QK: usize = 32;
-
-/// One Q4_1 block with its scales widened to f32 at load.
-#[derive(Clone, Copy)]
-struct Block {
-    d: f32,
-    m: f32,
-    qs: [u8; 16],
-}
 
 /// One Q8_1 block of activations.
 #[derive(Clone, Copy)]
@@ -36,8 +36,29 @@ struct Block8 {
     qs: [i8; 32],
 }
 
+/// Eight rows' Q4_1 blocks at one block index, interleaved: `qs[c][4 * r..4 * r + 4]` are
+/// bytes `4c..4c + 4` of row `r`'s nibbles (low nibble: value `4c + t`, high nibble: value
+/// `16 + 4c + t`), so each 32-bit lane of a register belongs to one row.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct Group {
+    d: [f32; 8],
+    m: [f32; 8],
+    qs: [[u8; 32]; 4],
+}
+
+impl Group {
+    /// Rows padded with zero blocks (`d = m = 0`, so they add nothing).
+    const ZERO: Group = Group {
+        d: [0.0; 8],
+        m: [0.0; 8],
+        qs: [[0; 32]; 4],
+    };
+}
+
 enum Blocks {
-    Q4_1(Vec<Block>),
+    /// `ceil(n / 8)` row groups of `k / 32` groups each; the last group is zero-padded.
+    Q4_1(Vec<Group>),
     Q8_0(Vec<Block8>),
 }
 
@@ -55,18 +76,22 @@ impl QuantMatrix {
         if !k.is_multiple_of(QK) || bytes.len() != n * (k / QK) * 20 {
             return None;
         }
-        let blocks = bytes
-            .chunks_exact(20)
-            .map(|b| Block {
-                d: f16::from_le_bytes([b[0], b[1]]).to_f32(),
-                m: f16::from_le_bytes([b[2], b[3]]).to_f32(),
-                qs: b[4..20].try_into().unwrap_or([0; 16]),
-            })
-            .collect();
+        let kb = k / QK;
+        let mut groups = vec![Group::ZERO; n.div_ceil(8) * kb];
+        for (i, b) in bytes.chunks_exact(20).enumerate() {
+            let (row, blk) = (i / kb, i % kb);
+            let g = &mut groups[(row / 8) * kb + blk];
+            let r = row % 8;
+            g.d[r] = f16::from_le_bytes([b[0], b[1]]).to_f32();
+            g.m[r] = f16::from_le_bytes([b[2], b[3]]).to_f32();
+            for (c, lanes) in g.qs.iter_mut().enumerate() {
+                lanes[4 * r..4 * r + 4].copy_from_slice(&b[4 + 4 * c..8 + 4 * c]);
+            }
+        }
         Some(QuantMatrix {
             n,
             k,
-            blocks: Blocks::Q4_1(blocks),
+            blocks: Blocks::Q4_1(groups),
         })
     }
 
@@ -102,6 +127,10 @@ impl QuantMatrix {
 
     /// `x [b, k]` (row-major) times the transposed matrix: `[b, n]`.
     pub fn matmul(&self, x: &[f32], b: usize) -> Vec<f32> {
+        self.matmul_with(x, b, has_avx2())
+    }
+
+    fn matmul_with(&self, x: &[f32], b: usize, fast: bool) -> Vec<f32> {
         let kb = self.k / QK;
         let acts: Vec<Act> = x.chunks_exact(QK).map(quantize).collect();
         debug_assert_eq!(acts.len(), b * kb);
@@ -110,28 +139,46 @@ impl QuantMatrix {
         // written by exactly one worker.
         let n = self.n;
         let out = Cells::new(n * b);
-        let fast = has_avx2();
-        let rows = |range: std::ops::Range<usize>| {
-            let mut cell = [0f32; LANES];
-            for row in range {
-                // Up to LANES activation rows share each unpacked weight block.
-                let mut first = 0;
-                while first < b {
-                    let lanes = (b - first).min(LANES);
-                    let acts = &acts[first * kb..(first + lanes) * kb];
-                    match &self.blocks {
-                        Blocks::Q4_1(blocks) => {
-                            let w = &blocks[row * kb..(row + 1) * kb];
+        // Up to LANES activation rows share each unpacked weight block.
+        let batches = |each: &mut dyn FnMut(usize, usize)| {
+            let mut first = 0;
+            while first < b {
+                let lanes = (b - first).min(LANES);
+                each(first, lanes);
+                first += lanes;
+            }
+        };
+        match &self.blocks {
+            Blocks::Q4_1(groups) => {
+                let run = |range: std::ops::Range<usize>| {
+                    let mut cell = [[0f32; 8]; LANES];
+                    for g in range {
+                        let w = &groups[g * kb..(g + 1) * kb];
+                        let rows = (n - 8 * g).min(8);
+                        batches(&mut |first, lanes| {
+                            let acts = &acts[first * kb..(first + lanes) * kb];
                             if fast {
-                                dot_avx2(w, acts, lanes, &mut cell);
+                                group_avx2(w, acts, lanes, &mut cell);
                             } else {
-                                for (l, c) in cell[..lanes].iter_mut().enumerate() {
-                                    *c = dot_scalar(w, &acts[l * kb..(l + 1) * kb]);
+                                group_scalar(w, acts, lanes, &mut cell);
+                            }
+                            for (l, c) in cell[..lanes].iter().enumerate() {
+                                for (r, &v) in c[..rows].iter().enumerate() {
+                                    out.set((first + l) * n + 8 * g + r, v);
                                 }
                             }
-                        }
-                        Blocks::Q8_0(blocks) => {
-                            let w = &blocks[row * kb..(row + 1) * kb];
+                        });
+                    }
+                };
+                candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(8), run);
+            }
+            Blocks::Q8_0(blocks) => {
+                let run = |range: std::ops::Range<usize>| {
+                    let mut cell = [0f32; LANES];
+                    for row in range {
+                        let w = &blocks[row * kb..(row + 1) * kb];
+                        batches(&mut |first, lanes| {
+                            let acts = &acts[first * kb..(first + lanes) * kb];
                             if fast {
                                 dot8_avx2(w, acts, lanes, &mut cell);
                             } else {
@@ -139,16 +186,15 @@ impl QuantMatrix {
                                     *c = dot8_scalar(w, &acts[l * kb..(l + 1) * kb]);
                                 }
                             }
-                        }
+                            for (l, &v) in cell[..lanes].iter().enumerate() {
+                                out.set((first + l) * n + row, v);
+                            }
+                        });
                     }
-                    for (l, &v) in cell[..lanes].iter().enumerate() {
-                        out.set((first + l) * n + row, v);
-                    }
-                    first += lanes;
-                }
+                };
+                candle_core::utils::barrier_pool().execute_chunked(n, run);
             }
-        };
-        candle_core::utils::barrier_pool().execute_chunked(self.n, rows);
+        }
         out.into_vec()
     }
 }
@@ -236,18 +282,29 @@ fn quantize_scalar(x: &[f32]) -> Act {
     }
 }
 
-fn dot_scalar(w: &[Block], a: &[Act]) -> f32 {
-    let mut sum = 0f32;
-    for (w, a) in w.iter().zip(a) {
-        let mut sumi = 0i32;
-        for j in 0..16 {
-            let lo = i32::from(w.qs[j] & 0x0f);
-            let hi = i32::from(w.qs[j] >> 4);
-            sumi += lo * i32::from(a.qs[j]) + hi * i32::from(a.qs[j + 16]);
+/// The 8 rows of a group times `lanes` activation rows, one lane at a time: the operations of
+/// [`group_avx2_impl`] in the same order (exact integer sums, then the same roundings and
+/// fused multiply-adds), so the same bits.
+fn group_scalar(w: &[Group], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LANES]) {
+    let kb = w.len();
+    for (l, o) in out[..lanes].iter_mut().enumerate() {
+        let acts = &acts[l * kb..(l + 1) * kb];
+        for (r, o) in o.iter_mut().enumerate() {
+            let mut acc = 0f32;
+            for (g, a) in w.iter().zip(acts) {
+                let mut sumi = 0i32;
+                for (c, q) in g.qs.iter().enumerate() {
+                    for (t, &q) in q[4 * r..4 * r + 4].iter().enumerate() {
+                        sumi += i32::from(q & 0x0f) * i32::from(a.qs[4 * c + t])
+                            + i32::from(q >> 4) * i32::from(a.qs[16 + 4 * c + t]);
+                    }
+                }
+                acc = (g.d[r] * a.d).mul_add(sumi as f32, acc);
+                acc = g.m[r].mul_add(a.s, acc);
+            }
+            *o = acc;
         }
-        sum += sumi as f32 * w.d * a.d + w.m * a.s;
     }
-    sum
 }
 
 fn dot8_scalar(w: &[Block8], a: &[Act]) -> f32 {
@@ -266,27 +323,24 @@ fn dot8_scalar(w: &[Block8], a: &[Act]) -> f32 {
 /// Activation rows one pass over a weight row serves (each keeps one accumulator register).
 const LANES: usize = 4;
 
-/// `out[l] = dot(w, acts[l * kb..(l + 1) * kb])` for `l < lanes` (`lanes <= LANES`).
+/// `out[l] = group rows · acts[l * kb..(l + 1) * kb]` for `l < lanes` (`lanes <= LANES`).
 #[cfg(target_arch = "x86_64")]
-fn dot_avx2(w: &[Block], acts: &[Act], lanes: usize, out: &mut [f32; LANES]) {
+fn group_avx2(w: &[Group], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LANES]) {
     // SAFETY: only called when `has_avx2()` found AVX2 and FMA at run time; each arm reads
-    // `lanes * w.len()` activation blocks, which `acts` holds.
+    // `lanes * w.len()` activation blocks, which `acts` holds (asserted inside).
     unsafe {
         match lanes {
-            4 => dot_avx2_impl::<4>(w, acts, out),
-            3 => dot_avx2_impl::<3>(w, acts, out),
-            2 => dot_avx2_impl::<2>(w, acts, out),
-            _ => dot_avx2_impl::<1>(w, acts, out),
+            4 => group_avx2_impl::<4>(w, acts, out),
+            3 => group_avx2_impl::<3>(w, acts, out),
+            2 => group_avx2_impl::<2>(w, acts, out),
+            _ => group_avx2_impl::<1>(w, acts, out),
         }
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn dot_avx2(w: &[Block], acts: &[Act], lanes: usize, out: &mut [f32; LANES]) {
-    let kb = w.len();
-    for (l, o) in out[..lanes].iter_mut().enumerate() {
-        *o = dot_scalar(w, &acts[l * kb..(l + 1) * kb]);
-    }
+fn group_avx2(w: &[Group], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LANES]) {
+    group_scalar(w, acts, lanes, out)
 }
 
 /// Sum of the 8 lanes, in a fixed order.
@@ -301,37 +355,55 @@ fn hsum(acc: std::arch::x86_64::__m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// Q4_1 x Q8_1 for `N` activation rows: each weight block's nibbles are unpacked once. Every
-/// lane runs the operations of the one-row case in the same order, so a row's result does
-/// not depend on `N` or on its neighbours.
+/// Q4_1 x Q8_1 for the 8 rows of a group and `N` activation rows: each group block is
+/// unpacked once (8 registers of nibbles) and serves every lane; per lane, eight `maddubs`
+/// against broadcast 4-byte activation slices give the 8 rows' products, summed exactly in
+/// 16 bits, widened once, and scaled with one multiply-add for `d` and one for `m`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn dot_avx2_impl<const N: usize>(w: &[Block], acts: &[Act], out: &mut [f32; LANES]) {
+unsafe fn group_avx2_impl<const N: usize>(w: &[Group], acts: &[Act], out: &mut [[f32; 8]; LANES]) {
     use std::arch::x86_64::*;
     let kb = w.len();
     assert!(acts.len() >= N * kb);
-    let mask = _mm_set1_epi8(0x0f);
+    let mask = _mm256_set1_epi8(0x0f);
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); N];
-    let mut summs = [0f32; N];
-    for (i, w) in w.iter().enumerate() {
-        // SAFETY: `qs` is 16 bytes; unaligned load.
-        let q = unsafe { _mm_loadu_si128(w.qs.as_ptr().cast()) };
-        let lo = _mm_and_si128(q, mask);
-        let hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
-        let wv = _mm256_set_m128i(hi, lo);
+    for (i, g) in w.iter().enumerate() {
+        // SAFETY: `Group` is 32-byte aligned and each `qs[c]` is 32 bytes at a multiple of 32.
+        let v: [__m256i; 4] =
+            std::array::from_fn(|c| unsafe { _mm256_load_si256(g.qs[c].as_ptr().cast()) });
+        let lo: [__m256i; 4] = std::array::from_fn(|c| _mm256_and_si256(v[c], mask));
+        let hi: [__m256i; 4] =
+            std::array::from_fn(|c| _mm256_and_si256(_mm256_srli_epi16(v[c], 4), mask));
+        // SAFETY: 8 aligned floats each.
+        let (d, m) = unsafe { (_mm256_load_ps(g.d.as_ptr()), _mm256_load_ps(g.m.as_ptr())) };
         for l in 0..N {
             let a = &acts[l * kb + i];
-            // SAFETY: `qs` is 32 bytes; unaligned load.
-            let av = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
-            let p16 = _mm256_maddubs_epi16(wv, av);
-            let p32 = _mm256_madd_epi16(p16, ones);
-            acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p32), acc[l]);
-            summs[l] += w.m * a.s;
+            // Activation values 4j..4j + 4 in every 32-bit lane.
+            let slice = |j: usize| {
+                // SAFETY: `j < 8`, so the 4 bytes lie within the 32 of `qs`.
+                _mm256_set1_epi32(unsafe {
+                    a.qs.as_ptr().add(4 * j).cast::<i32>().read_unaligned()
+                })
+            };
+            // Each 16-bit lane is at most 2 * 15 * 128 in magnitude: eight of them fit.
+            let mut p = _mm256_maddubs_epi16(lo[0], slice(0));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[1], slice(1)));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[2], slice(2)));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo[3], slice(3)));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[0], slice(4)));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[1], slice(5)));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[2], slice(6)));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi[3], slice(7)));
+            let sumi = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+            let scale = _mm256_mul_ps(d, _mm256_set1_ps(a.d));
+            acc[l] = _mm256_fmadd_ps(scale, sumi, acc[l]);
+            acc[l] = _mm256_fmadd_ps(m, _mm256_set1_ps(a.s), acc[l]);
         }
     }
-    for l in 0..N {
-        out[l] = hsum(acc[l]) + summs[l];
+    for (o, a) in out.iter_mut().zip(acc) {
+        // SAFETY: 8 floats.
+        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), a) };
     }
 }
 
@@ -424,6 +496,8 @@ mod tests {
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 40.0)
             .collect();
         let out = m.matmul(&x, b);
+        // The SIMD kernel and the portable one give the same bits.
+        assert_eq!(out, m.matmul_with(&x, b, false));
         for bi in 0..b {
             for j in 0..n {
                 let exact: f32 = (0..k).map(|t| x[bi * k + t] * dense[j * k + t]).sum();
@@ -436,25 +510,34 @@ mod tests {
                     (got - exact).abs() <= 0.02 * scale + 1e-3,
                     "{got} vs {exact}"
                 );
-                let acts: Vec<Act> = x[bi * k..(bi + 1) * k]
-                    .chunks_exact(QK)
-                    .map(quantize)
-                    .collect();
-                let Blocks::Q4_1(blocks) = &m.blocks else {
-                    panic!("q4_1")
-                };
-                let w = &blocks[j * (k / QK)..(j + 1) * (k / QK)];
-                let scalar = dot_scalar(w, &acts);
-                assert!(
-                    (got - scalar).abs() <= 1e-4 * scalar.abs().max(1.0),
-                    "{got} vs scalar {scalar}"
-                );
             }
             // The same row alone gives bit-identical results.
             let alone = m.matmul(&x[bi * k..(bi + 1) * k], 1);
             assert_eq!(alone, out[bi * n..(bi + 1) * n]);
         }
         assert!(QuantMatrix::from_bytes(&bytes[1..], n, k).is_none());
+    }
+
+    #[test]
+    fn extreme_blocks_do_not_overflow_the_16_bit_sums() {
+        // Every nibble 15 against activations of +-127: the largest 16-bit partial sums.
+        let (n, k) = (8, 64);
+        let mut bytes = Vec::new();
+        for _ in 0..n * k / QK {
+            bytes.extend(f16::from_f32(1.0).to_le_bytes());
+            bytes.extend(f16::from_f32(0.0).to_le_bytes());
+            bytes.extend([0xff; 16]);
+        }
+        let m = QuantMatrix::from_bytes(&bytes, n, k).expect("matrix");
+        for sign in [1.0f32, -1.0] {
+            let x = vec![sign; k];
+            let out = m.matmul(&x, 1);
+            assert_eq!(out, m.matmul_with(&x, 1, false));
+            for v in out {
+                // 64 values of 15 times 1 (quantized to 127 with d = 1/127, through f16).
+                assert!((v - sign * 960.0).abs() < 1.0, "{v}");
+            }
+        }
     }
 
     #[test]
