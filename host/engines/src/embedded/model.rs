@@ -233,6 +233,29 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// [`dot`] of `a` with the four rows of `rows` (each `a.len()` long): per row the same
+/// operations in the same order, interleaved so the four sums do not wait on one another.
+#[inline(always)]
+fn dot4(a: &[f32], rows: &[f32]) -> [f32; 4] {
+    let hd = a.len();
+    let full = hd / 8 * 8;
+    let mut acc = [[0f32; 8]; 4];
+    for c in (0..full).step_by(8) {
+        let x = &a[c..c + 8];
+        for (j, acc) in acc.iter_mut().enumerate() {
+            let y = &rows[j * hd + c..j * hd + c + 8];
+            for l in 0..8 {
+                acc[l] += x[l] * y[l];
+            }
+        }
+    }
+    std::array::from_fn(|j| {
+        let row = &rows[j * hd..(j + 1) * hd];
+        let tail: f32 = a[full..].iter().zip(&row[full..]).map(|(x, y)| x * y).sum();
+        acc[j].iter().sum::<f32>() + tail
+    })
+}
+
 /// Softmax attention of one query head over its cache rows into `acc` (`p` is scratch).
 #[inline(always)]
 fn attend_body(
@@ -244,19 +267,58 @@ fn attend_body(
     acc: &mut [f32],
 ) {
     let hd = qh.len();
+    // Plain loops, not `extend(map(..))`: the iterator's fold was compiled as a separate
+    // (SSE) function instead of inside the AVX2 copy of this body.
     p.clear();
-    p.extend(keys.chunks_exact(hd).map(|k| dot(qh, k) * scale));
-    let max = p.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-    let mut sum = 0f32;
-    for x in p.iter_mut() {
-        *x = (*x - max).exp();
-        sum += *x;
+    p.resize(keys.len() / hd, 0.0);
+    for (x, k) in p.chunks_exact_mut(4).zip(keys.chunks_exact(4 * hd)) {
+        for (x, d) in x.iter_mut().zip(dot4(qh, k)) {
+            *x = d * scale;
+        }
     }
-    acc.fill(0.0);
-    for (w, v) in p.iter().zip(values.chunks_exact(hd)) {
-        let w = w / sum;
-        for (a, &x) in acc.iter_mut().zip(v) {
-            *a += w * x;
+    let done = p.len() / 4 * 4;
+    for (x, k) in p[done..].iter_mut().zip(keys[done * hd..].chunks_exact(hd)) {
+        *x = dot(qh, k) * scale;
+    }
+    let max = p.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    super::cpu::exp_shifted(p, max);
+    let mut sum = 0f32;
+    for &x in p.iter() {
+        sum += x;
+    }
+    for w in p.iter_mut() {
+        *w /= sum;
+    }
+    // acc[j] = sum over positions of w * v[j], in position order; 32 columns at a time (four
+    // independent registers) so the partial sums do not go through memory at every position.
+    let mut c = 0;
+    while c + 32 <= hd {
+        let mut a = [0f32; 32];
+        for (&w, v) in p.iter().zip(values.chunks_exact(hd)) {
+            let v = &v[c..c + 32];
+            for l in 0..32 {
+                a[l] += w * v[l];
+            }
+        }
+        acc[c..c + 32].copy_from_slice(&a);
+        c += 32;
+    }
+    while c + 8 <= hd {
+        let mut a = [0f32; 8];
+        for (&w, v) in p.iter().zip(values.chunks_exact(hd)) {
+            let v = &v[c..c + 8];
+            for l in 0..8 {
+                a[l] += w * v[l];
+            }
+        }
+        acc[c..c + 8].copy_from_slice(&a);
+        c += 8;
+    }
+    let full = c;
+    for (j, a) in acc.iter_mut().enumerate().skip(full) {
+        *a = 0.0;
+        for (&w, v) in p.iter().zip(values.chunks_exact(hd)) {
+            *a += w * v[j];
         }
     }
 }
@@ -616,4 +678,55 @@ pub fn argmax(logits: &[f32]) -> u32 {
         }
     }
     best as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn four_row_dot_is_the_one_row_dot() {
+        for hd in [64, 20, 7] {
+            let a: Vec<f32> = (0..hd)
+                .map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0)
+                .collect();
+            let rows: Vec<f32> = (0..4 * hd)
+                .map(|i| ((i * 53 % 31) as f32 - 15.0) / 9.0)
+                .collect();
+            let four = dot4(&a, &rows);
+            for (j, &d) in four.iter().enumerate() {
+                assert_eq!(d.to_bits(), dot(&a, &rows[j * hd..(j + 1) * hd]).to_bits());
+            }
+        }
+    }
+
+    #[test]
+    fn attention_is_the_textbook_loop_bit_for_bit() {
+        for (hd, n) in [(64, 9), (40, 5), (12, 1), (64, 130)] {
+            let val = |i: usize, m: usize| ((i * m % 97) as f32 - 48.0) / 31.0;
+            let q: Vec<f32> = (0..hd).map(|i| val(i, 7)).collect();
+            let keys: Vec<f32> = (0..n * hd).map(|i| val(i, 13)).collect();
+            let values: Vec<f32> = (0..n * hd).map(|i| val(i, 17)).collect();
+            let scale = 1.0 / (hd as f32).sqrt();
+            let (mut p, mut got) = (Vec::new(), vec![0f32; hd]);
+            attend(&q, &keys, &values, scale, &mut p, &mut got);
+            // One position at a time, accumulating through memory.
+            let scores: Vec<f32> = keys.chunks_exact(hd).map(|k| dot(&q, k) * scale).collect();
+            let max = scores.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+            let mut e = scores.clone();
+            crate::embedded::cpu::exp_shifted(&mut e, max);
+            let mut sum = 0f32;
+            for x in &e {
+                sum += x;
+            }
+            let mut want = vec![0f32; hd];
+            for (w, v) in e.iter().zip(values.chunks_exact(hd)) {
+                let w = w / sum;
+                for (a, &x) in want.iter_mut().zip(v) {
+                    *a += w * x;
+                }
+            }
+            assert_eq!(got, want, "hd {hd}, {n} positions");
+        }
+    }
 }

@@ -29,11 +29,13 @@ struct Act {
     qs: [i8; 32],
 }
 
-/// One Q8_0 block with its scale widened to f32 at load.
+/// Eight rows' Q8_0 blocks at one block index, interleaved as in [`Group`]:
+/// `qs[c][4 * r..4 * r + 4]` are values `4c..4c + 4` of row `r`.
 #[derive(Clone, Copy)]
-struct Block8 {
-    d: f32,
-    qs: [i8; 32],
+#[repr(C, align(32))]
+struct Group8 {
+    d: [f32; 8],
+    qs: [[i8; 32]; 8],
 }
 
 /// Eight rows' Q4_1 blocks at one block index, interleaved: `qs[c][4 * r..4 * r + 4]` are
@@ -59,7 +61,8 @@ impl Group {
 enum Blocks {
     /// `ceil(n / 8)` row groups of `k / 32` groups each; the last group is zero-padded.
     Q4_1(Vec<Group>),
-    Q8_0(Vec<Block8>),
+    /// The same layout for Q8_0.
+    Q8_0(Vec<Group8>),
 }
 
 /// A Q4_1 or Q8_0 weight matrix for the SIMD kernels `[n, k]` (row-major, `k / 32` blocks per row).
@@ -100,23 +103,30 @@ impl QuantMatrix {
         if !k.is_multiple_of(QK) || bytes.len() != n * (k / QK) * 34 {
             return None;
         }
-        let blocks = bytes
-            .chunks_exact(34)
-            .map(|b| {
-                let mut qs = [0i8; 32];
-                for (q, &x) in qs.iter_mut().zip(&b[2..34]) {
+        let kb = k / QK;
+        let zero = Group8 {
+            d: [0.0; 8],
+            qs: [[0; 32]; 8],
+        };
+        let mut groups = vec![zero; n.div_ceil(8) * kb];
+        for (i, b) in bytes.chunks_exact(34).enumerate() {
+            let (row, blk) = (i / kb, i % kb);
+            let g = &mut groups[(row / 8) * kb + blk];
+            let r = row % 8;
+            g.d[r] = f16::from_le_bytes([b[0], b[1]]).to_f32();
+            for (c, lanes) in g.qs.iter_mut().enumerate() {
+                for (q, &x) in lanes[4 * r..4 * r + 4]
+                    .iter_mut()
+                    .zip(&b[2 + 4 * c..6 + 4 * c])
+                {
                     *q = x as i8;
                 }
-                Block8 {
-                    d: f16::from_le_bytes([b[0], b[1]]).to_f32(),
-                    qs,
-                }
-            })
-            .collect();
+            }
+        }
         Some(QuantMatrix {
             n,
             k,
-            blocks: Blocks::Q8_0(blocks),
+            blocks: Blocks::Q8_0(groups),
         })
     }
 
@@ -139,64 +149,61 @@ impl QuantMatrix {
         // written by exactly one worker.
         let n = self.n;
         let out = Cells::new(n * b);
-        // Up to LANES activation rows share each unpacked weight block.
-        let batches = |each: &mut dyn FnMut(usize, usize)| {
-            let mut first = 0;
-            while first < b {
-                let lanes = (b - first).min(LANES);
-                each(first, lanes);
-                first += lanes;
-            }
-        };
         match &self.blocks {
             Blocks::Q4_1(groups) => {
-                let run = |range: std::ops::Range<usize>| {
-                    let mut cell = [[0f32; 8]; LANES];
-                    for g in range {
-                        let w = &groups[g * kb..(g + 1) * kb];
-                        let rows = (n - 8 * g).min(8);
-                        batches(&mut |first, lanes| {
-                            let acts = &acts[first * kb..(first + lanes) * kb];
-                            if fast {
-                                group_avx2(w, acts, lanes, &mut cell);
-                            } else {
-                                group_scalar(w, acts, lanes, &mut cell);
-                            }
-                            for (l, c) in cell[..lanes].iter().enumerate() {
-                                for (r, &v) in c[..rows].iter().enumerate() {
-                                    out.set((first + l) * n + 8 * g + r, v);
-                                }
-                            }
-                        });
+                run_groups(groups, kb, n, b, &acts, &out, |w, acts, lanes, cell| {
+                    if fast {
+                        group_avx2(w, acts, lanes, cell)
+                    } else {
+                        group_scalar(w, acts, lanes, cell)
                     }
-                };
-                candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(8), run);
+                })
             }
-            Blocks::Q8_0(blocks) => {
-                let run = |range: std::ops::Range<usize>| {
-                    let mut cell = [0f32; LANES];
-                    for row in range {
-                        let w = &blocks[row * kb..(row + 1) * kb];
-                        batches(&mut |first, lanes| {
-                            let acts = &acts[first * kb..(first + lanes) * kb];
-                            if fast {
-                                dot8_avx2(w, acts, lanes, &mut cell);
-                            } else {
-                                for (l, c) in cell[..lanes].iter_mut().enumerate() {
-                                    *c = dot8_scalar(w, &acts[l * kb..(l + 1) * kb]);
-                                }
-                            }
-                            for (l, &v) in cell[..lanes].iter().enumerate() {
-                                out.set((first + l) * n + row, v);
-                            }
-                        });
+            Blocks::Q8_0(groups) => {
+                run_groups(groups, kb, n, b, &acts, &out, |w, acts, lanes, cell| {
+                    if fast {
+                        group8_avx2(w, acts, lanes, cell)
+                    } else {
+                        group8_scalar(w, acts, lanes, cell)
                     }
-                };
-                candle_core::utils::barrier_pool().execute_chunked(n, run);
+                })
             }
         }
         out.into_vec()
     }
+}
+
+/// Every row group of a matrix times `b` activation rows on candle's thread pool: `kernel`
+/// fills the 8 rows of one group for up to [`LANES`] activation rows (each unpacked weight
+/// block serves all of them); padding rows past `n` are not written.
+fn run_groups<G: Sync>(
+    groups: &[G],
+    kb: usize,
+    n: usize,
+    b: usize,
+    acts: &[Act],
+    out: &Cells,
+    kernel: impl Fn(&[G], &[Act], usize, &mut [[f32; 8]; LANES]) + Sync,
+) {
+    let run = |range: std::ops::Range<usize>| {
+        let mut cell = [[0f32; 8]; LANES];
+        for g in range {
+            let w = &groups[g * kb..(g + 1) * kb];
+            let rows = (n - 8 * g).min(8);
+            let mut first = 0;
+            while first < b {
+                let lanes = (b - first).min(LANES);
+                kernel(w, &acts[first * kb..(first + lanes) * kb], lanes, &mut cell);
+                for (l, c) in cell[..lanes].iter().enumerate() {
+                    for (r, &v) in c[..rows].iter().enumerate() {
+                        out.set((first + l) * n + 8 * g + r, v);
+                    }
+                }
+                first += lanes;
+            }
+        }
+    };
+    candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(8), run);
 }
 
 /// Q8_1 quantization of one block, rounded as ggml/candle do (scales through f16).
@@ -307,20 +314,28 @@ fn group_scalar(w: &[Group], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LA
     }
 }
 
-fn dot8_scalar(w: &[Block8], a: &[Act]) -> f32 {
-    let mut sum = 0f32;
-    for (w, a) in w.iter().zip(a) {
-        let sumi: i32 =
-            w.qs.iter()
-                .zip(&a.qs)
-                .map(|(&x, &y)| i32::from(x) * i32::from(y))
-                .sum();
-        sum += sumi as f32 * w.d * a.d;
+/// [`group8_avx2_impl`]'s operations one lane and row at a time (same bits).
+fn group8_scalar(w: &[Group8], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LANES]) {
+    let kb = w.len();
+    for (l, o) in out[..lanes].iter_mut().enumerate() {
+        let acts = &acts[l * kb..(l + 1) * kb];
+        for (r, o) in o.iter_mut().enumerate() {
+            let mut acc = 0f32;
+            for (g, a) in w.iter().zip(acts) {
+                let mut sumi = 0i32;
+                for (c, q) in g.qs.iter().enumerate() {
+                    for (t, &q) in q[4 * r..4 * r + 4].iter().enumerate() {
+                        sumi += i32::from(q) * i32::from(a.qs[4 * c + t]);
+                    }
+                }
+                acc = (g.d[r] * a.d).mul_add(sumi as f32, acc);
+            }
+            *o = acc;
+        }
     }
-    sum
 }
 
-/// Activation rows one pass over a weight row serves (each keeps one accumulator register).
+/// Activation rows one pass over a weight group serves (each keeps one accumulator register).
 const LANES: usize = 4;
 
 /// `out[l] = group rows · acts[l * kb..(l + 1) * kb]` for `l < lanes` (`lanes <= LANES`).
@@ -341,18 +356,6 @@ fn group_avx2(w: &[Group], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LANE
 #[cfg(not(target_arch = "x86_64"))]
 fn group_avx2(w: &[Group], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LANES]) {
     group_scalar(w, acts, lanes, out)
-}
-
-/// Sum of the 8 lanes, in a fixed order.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn hsum(acc: std::arch::x86_64::__m256) -> f32 {
-    use std::arch::x86_64::*;
-    let hi = _mm256_extractf128_ps(acc, 1);
-    let s = _mm_add_ps(_mm256_castps256_ps128(acc), hi);
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    _mm_cvtss_f32(s)
 }
 
 /// Q4_1 x Q8_1 for the 8 rows of a group and `N` activation rows: each group block is
@@ -407,52 +410,68 @@ unsafe fn group_avx2_impl<const N: usize>(w: &[Group], acts: &[Act], out: &mut [
     }
 }
 
-/// Q8_0 x Q8_1 for up to [`LANES`] activation rows (see [`dot_avx2`]).
+/// `out[l] = group rows · acts[l * kb..(l + 1) * kb]` for Q8_0 groups (see [`group_avx2`]).
 #[cfg(target_arch = "x86_64")]
-fn dot8_avx2(w: &[Block8], acts: &[Act], lanes: usize, out: &mut [f32; LANES]) {
-    // SAFETY: as in `dot_avx2`.
+fn group8_avx2(w: &[Group8], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LANES]) {
+    // SAFETY: as in `group_avx2`.
     unsafe {
         match lanes {
-            4 => dot8_avx2_impl::<4>(w, acts, out),
-            3 => dot8_avx2_impl::<3>(w, acts, out),
-            2 => dot8_avx2_impl::<2>(w, acts, out),
-            _ => dot8_avx2_impl::<1>(w, acts, out),
+            4 => group8_avx2_impl::<4>(w, acts, out),
+            3 => group8_avx2_impl::<3>(w, acts, out),
+            2 => group8_avx2_impl::<2>(w, acts, out),
+            _ => group8_avx2_impl::<1>(w, acts, out),
         }
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn dot8_avx2(w: &[Block8], acts: &[Act], lanes: usize, out: &mut [f32; LANES]) {
-    let kb = w.len();
-    for (l, o) in out[..lanes].iter_mut().enumerate() {
-        *o = dot8_scalar(w, &acts[l * kb..(l + 1) * kb]);
-    }
+fn group8_avx2(w: &[Group8], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LANES]) {
+    group8_scalar(w, acts, lanes, out)
 }
 
+/// Q8_0 x Q8_1 for the 8 rows of a group and `N` activation rows: signed times signed through
+/// `maddubs` as |w| times (a with w's sign); each 4-value slice's products are widened to
+/// 32 bits at once (two 16-bit sums of 127 * 128 could overflow), the block's sum is exact,
+/// then scaled with one multiply-add.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn dot8_avx2_impl<const N: usize>(w: &[Block8], acts: &[Act], out: &mut [f32; LANES]) {
+unsafe fn group8_avx2_impl<const N: usize>(
+    w: &[Group8],
+    acts: &[Act],
+    out: &mut [[f32; 8]; LANES],
+) {
     use std::arch::x86_64::*;
     let kb = w.len();
     assert!(acts.len() >= N * kb);
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); N];
-    for (i, w) in w.iter().enumerate() {
-        // SAFETY: `qs` is 32 bytes; unaligned load.
-        let wv = unsafe { _mm256_loadu_si256(w.qs.as_ptr().cast()) };
-        // Signed x signed through maddubs: |w| (unsigned) times a with w's sign.
-        let wabs = _mm256_sign_epi8(wv, wv);
+    for (i, g) in w.iter().enumerate() {
+        let mut sums = [_mm256_setzero_si256(); N];
+        for (c, q) in g.qs.iter().enumerate() {
+            // SAFETY: `Group8` is 32-byte aligned and each `qs[c]` is 32 bytes at a multiple
+            // of 32.
+            let wv = unsafe { _mm256_load_si256(q.as_ptr().cast()) };
+            let wabs = _mm256_sign_epi8(wv, wv);
+            for (l, sum) in sums.iter_mut().enumerate() {
+                let a = &acts[l * kb + i];
+                // SAFETY: `c < 8`, so the 4 bytes lie within the 32 of `qs`.
+                let av = _mm256_set1_epi32(unsafe {
+                    a.qs.as_ptr().add(4 * c).cast::<i32>().read_unaligned()
+                });
+                let p = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(av, wv));
+                *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(p, ones));
+            }
+        }
+        // SAFETY: 8 aligned floats.
+        let d = unsafe { _mm256_load_ps(g.d.as_ptr()) };
         for l in 0..N {
-            let a = &acts[l * kb + i];
-            // SAFETY: `qs` is 32 bytes; unaligned load.
-            let av = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
-            let p16 = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(av, wv));
-            let p32 = _mm256_madd_epi16(p16, ones);
-            acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(w.d * a.d), _mm256_cvtepi32_ps(p32), acc[l]);
+            let scale = _mm256_mul_ps(d, _mm256_set1_ps(acts[l * kb + i].d));
+            acc[l] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sums[l]), acc[l]);
         }
     }
-    for l in 0..N {
-        out[l] = hsum(acc[l]);
+    for (o, a) in out.iter_mut().zip(acc) {
+        // SAFETY: 8 floats.
+        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), a) };
     }
 }
 
@@ -592,16 +611,22 @@ mod tests {
                 batched[r * n..(r + 1) * n]
             );
         }
-        let acts: Vec<Act> = x.chunks_exact(QK).map(quantize).collect();
-        let Blocks::Q8_0(blocks) = &m.blocks else {
-            panic!("q8_0")
-        };
-        for j in 0..n {
-            let s = dot8_scalar(&blocks[j * 2..j * 2 + 2], &acts);
+        // The SIMD kernel and the portable one give the same bits.
+        assert_eq!(out, m.matmul_with(&x, 1, false));
+        assert_eq!(batched, m.matmul_with(&five, 5, false));
+        // And the product of the dequantized weights, to 8-bit activation precision.
+        for (j, &got) in out.iter().enumerate() {
+            let (mut exact, mut scale) = (0f32, 0f32);
+            for (t, &xt) in x.iter().enumerate() {
+                let i = j * (k / QK) + t / QK;
+                let d = f16::from_f32(0.01 + i as f32 * 0.001).to_f32();
+                let w = d * f32::from(((i * 31 + (t % QK) * 17) % 255) as u8 as i8);
+                exact += w * xt;
+                scale += (w * xt).abs();
+            }
             assert!(
-                (out[j] - s).abs() <= 1e-4 * s.abs().max(1.0),
-                "{} vs {s}",
-                out[j]
+                (got - exact).abs() <= 0.02 * scale + 1e-3,
+                "{got} vs {exact}"
             );
         }
     }

@@ -155,28 +155,13 @@ fn exp_sum(logits: &[f32], max: f32) -> f64 {
     logits.iter().map(|&l| f64::from((l - max).exp())).sum()
 }
 
-/// [`exp_sum`] eight lanes at a time: `exp(x) = 2^n * p(r)` with `n = round(x / ln 2)`,
-/// `r = x - n ln 2` (two-part ln 2) and a degree-6 polynomial for `e^r` on `|r| <= ln 2 / 2`
-/// (relative error below 2e-7; `x` below -87 gives 0). Each 8-lane f32 partial sum is widened
-/// to f64 every 64 values.
+/// [`exp_sum`] eight lanes at a time ([`super::cpu::exp8`]); each 8-lane f32 partial sum is
+/// widened to f64 every 64 values.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn exp_sum_avx2(logits: &[f32], max: f32) -> f64 {
     use std::arch::x86_64::*;
     let maxv = _mm256_set1_ps(max);
-    let log2e = _mm256_set1_ps(std::f32::consts::LOG2_E);
-    let ln2_hi = _mm256_set1_ps(0.693_359_4);
-    let ln2_lo = _mm256_set1_ps(-2.121_944_4e-4);
-    let lo = _mm256_set1_ps(-87.0);
-    let c: [__m256; 6] = [
-        _mm256_set1_ps(1.0 / 720.0),
-        _mm256_set1_ps(1.0 / 120.0),
-        _mm256_set1_ps(1.0 / 24.0),
-        _mm256_set1_ps(1.0 / 6.0),
-        _mm256_set1_ps(0.5),
-        _mm256_set1_ps(1.0),
-    ];
-    let one = _mm256_set1_ps(1.0);
     let mut total = 0f64;
     let chunks = logits.chunks_exact(64);
     let rest = chunks.remainder();
@@ -185,24 +170,7 @@ unsafe fn exp_sum_avx2(logits: &[f32], max: f32) -> f64 {
         for j in 0..8 {
             // SAFETY: 8 floats at j * 8 within the 64-value chunk.
             let l = unsafe { _mm256_loadu_ps(chunk.as_ptr().add(j * 8)) };
-            let x = _mm256_sub_ps(l, maxv);
-            let keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
-            let x = _mm256_max_ps(x, lo);
-            let n = _mm256_round_ps(
-                _mm256_mul_ps(x, log2e),
-                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
-            );
-            let r = _mm256_fnmadd_ps(n, ln2_lo, _mm256_fnmadd_ps(n, ln2_hi, x));
-            let mut p = c[0];
-            for ck in &c[1..] {
-                p = _mm256_fmadd_ps(p, r, *ck);
-            }
-            p = _mm256_fmadd_ps(p, r, one);
-            let pow2 = _mm256_castsi256_ps(_mm256_slli_epi32(
-                _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
-                23,
-            ));
-            part = _mm256_add_ps(part, _mm256_and_ps(keep, _mm256_mul_ps(p, pow2)));
+            part = _mm256_add_ps(part, super::cpu::exp8(_mm256_sub_ps(l, maxv)));
         }
         let mut lanes = [0f32; 8];
         // SAFETY: 8 floats.
