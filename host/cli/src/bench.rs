@@ -919,9 +919,10 @@ pub async fn rollout(
             provenance: Default::default(),
         };
         let cpu0 = cpu_seconds();
-        let s = r
-            .run(data.clone(), Vec::new(), &mut out, &mut |_| {})
-            .await?;
+        let rows = data.clone();
+        // As `rollbox rollout` runs it: the controller as a task on the runtime's workers.
+        let s = tokio::spawn(async move { r.run(rows, Vec::new(), &mut out, &mut |_| {}).await })
+            .await??;
         let cpu = cpu_seconds() - cpu0;
         let episodes: usize = s.episodes.values().sum();
         println!(

@@ -190,18 +190,27 @@ pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
         );
         b
     };
-    let mut on_progress = |p: &Progress| {
-        bar.set_length(p.rows_total as u64);
-        bar.set_position(p.rows_done as u64);
-        bar.set_message(format!(
-            "{} episodes  {:.1} ep/s  reward {:.3}  rejected/failed {}",
-            p.episodes,
-            p.episodes as f64 / p.elapsed_s.max(1e-9),
-            p.reward_mean,
-            p.rejected_or_failed
-        ));
-    };
-    let stats = rollout.run(rows, bad, &mut out, &mut on_progress).await?;
+    // The controller runs as a task on the runtime's workers, next to its episodes (woken
+    // without a thread switch), not on the main thread.
+    let task_bar = bar.clone();
+    let (stats, _out) = tokio::spawn(async move {
+        let mut on_progress = |p: &Progress| {
+            task_bar.set_length(p.rows_total as u64);
+            task_bar.set_position(p.rows_done as u64);
+            task_bar.set_message(format!(
+                "{} episodes  {:.1} ep/s  reward {:.3}  rejected/failed {}",
+                p.episodes,
+                p.episodes as f64 / p.elapsed_s.max(1e-9),
+                p.reward_mean,
+                p.rejected_or_failed
+            ));
+        };
+        let stats = rollout.run(rows, bad, &mut out, &mut on_progress).await;
+        (stats, out)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("the rollout task failed: {e}"))?;
+    let stats = stats?;
     bar.finish_and_clear();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&stats)?);

@@ -324,7 +324,8 @@ impl Rollout {
                 }
             }
             if pending.len() >= o.batch_size {
-                self.write_batch(std::mem::take(&mut pending), out, &mut tally)?;
+                self.write_batch(std::mem::take(&mut pending), out, &mut tally)
+                    .await?;
                 // Interim stats at most once a second: computing them sorts every latency so
                 // far, which per batch would grow with the square of the run.
                 if stats_written.elapsed() >= Duration::from_secs(1) {
@@ -336,7 +337,7 @@ impl Rollout {
             progress(&p);
         }
         if !pending.is_empty() {
-            self.write_batch(pending, out, &mut tally)?;
+            self.write_batch(pending, out, &mut tally).await?;
         }
         let stats = self.finish(&tally, start);
         out.write_stats(&serde_json::to_value(&stats)?)?;
@@ -579,7 +580,7 @@ impl Rollout {
             .collect()
     }
 
-    fn write_batch(
+    async fn write_batch(
         &self,
         groups: Vec<(usize, Vec<Kept>)>,
         out: &mut OutputDir,
@@ -607,7 +608,13 @@ impl Rollout {
                     .collect::<Vec<_>>(),
             )?,
         );
-        let path = out.write_batch(&tensors, meta, &rows, &lines)?;
+        let files = out.prepare_batch(&tensors, meta, &rows, &lines)?;
+        // The writes and fsyncs block: run them on tokio's blocking pool so that the async
+        // workers keep running episodes meanwhile.
+        let files = tokio::task::spawn_blocking(move || files.write().map(|()| files))
+            .await
+            .map_err(|e| anyhow::anyhow!("the batch writer thread failed: {e}"))??;
+        let path = out.committed(files);
         tracing::info!("wrote {} ({} trajectories)", path.display(), lines.len());
         for k in &kept {
             tally

@@ -148,14 +148,30 @@ impl OutputDir {
 
     /// Commit one batch: the tensors (with `metadata` plus the row lists and trajectory lines
     /// in the header), then the trajectory lines appended to `trajectories.jsonl`. Each of
-    /// `trajectories` is one serialized JSON object.
+    /// `trajectories` is one serialized JSON object. The same as [`OutputDir::prepare_batch`],
+    /// [`BatchFiles::write`] and [`OutputDir::committed`] in a row.
     pub fn write_batch(
         &mut self,
+        tensors: &[(String, HostTensor)],
+        metadata: BTreeMap<String, String>,
+        rows: &[usize],
+        trajectories: &[&str],
+    ) -> anyhow::Result<PathBuf> {
+        let files = self.prepare_batch(tensors, metadata, rows, trajectories)?;
+        files.write()?;
+        Ok(self.committed(files))
+    }
+
+    /// The bytes of the next batch's files (CPU work only; nothing is written). Write them with
+    /// [`BatchFiles::write`] (blocking file I/O, which an async caller runs off its workers),
+    /// then record them with [`OutputDir::committed`] before preparing the next batch.
+    pub fn prepare_batch(
+        &self,
         tensors: &[(String, HostTensor)],
         mut metadata: BTreeMap<String, String>,
         rows: &[usize],
         trajectories: &[&str],
-    ) -> anyhow::Result<PathBuf> {
+    ) -> anyhow::Result<BatchFiles> {
         let n = self.next_batch;
         metadata.insert("batch".into(), n.to_string());
         metadata.insert("rows".into(), serde_json::to_string(rows)?);
@@ -164,23 +180,30 @@ impl OutputDir {
             "trajectories".into(),
             format!("[{}]", trajectories.join(",")),
         );
-        let path = self.dir.join(batch_name(n));
-        rollbox_tensor::write_safetensors(&path, tensors, &metadata)?;
-        self.next_batch += 1;
-        self.done_rows.extend(rows.iter().copied());
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(self.trajectories_path())?;
-        let mut text = String::with_capacity(trajectories.iter().map(|t| t.len() + 1).sum());
+        let safetensors = rollbox_tensor::to_safetensors_bytes(tensors, &metadata)?;
+        let mut lines = String::with_capacity(trajectories.iter().map(|t| t.len() + 1).sum());
         for t in trajectories {
-            text.push_str(t);
-            text.push('\n');
+            lines.push_str(t);
+            lines.push('\n');
         }
-        f.write_all(text.as_bytes())?;
-        f.sync_data()?;
-        self.committed_trajectories += trajectories.len();
-        Ok(path)
+        Ok(BatchFiles {
+            number: n,
+            path: self.dir.join(batch_name(n)),
+            safetensors,
+            jsonl: self.trajectories_path(),
+            lines,
+            rows: rows.to_vec(),
+            trajectories: trajectories.len(),
+        })
+    }
+
+    /// Record a batch that [`BatchFiles::write`] wrote; returns its path.
+    pub fn committed(&mut self, files: BatchFiles) -> PathBuf {
+        debug_assert_eq!(files.number, self.next_batch);
+        self.next_batch += 1;
+        self.done_rows.extend(files.rows.iter().copied());
+        self.committed_trajectories += files.trajectories;
+        files.path
     }
 
     /// Record a row whose group was dropped (appended and synced at once).
@@ -200,6 +223,33 @@ impl OutputDir {
     pub fn write_stats(&self, stats: &serde_json::Value) -> anyhow::Result<()> {
         let text = serde_json::to_string_pretty(stats)?;
         rollbox_tensor::write_atomic(&self.stats_path(), text.as_bytes())?;
+        Ok(())
+    }
+}
+
+/// One batch's files, ready to write (see [`OutputDir::prepare_batch`]).
+pub struct BatchFiles {
+    number: usize,
+    path: PathBuf,
+    safetensors: Vec<u8>,
+    jsonl: PathBuf,
+    lines: String,
+    rows: Vec<usize>,
+    trajectories: usize,
+}
+
+impl BatchFiles {
+    /// Write the safetensors file atomically (temp + fsync + rename), then append the lines
+    /// to `trajectories.jsonl` and sync it. Blocking file I/O.
+    pub fn write(&self) -> anyhow::Result<()> {
+        rollbox_tensor::write_atomic(&self.path, &self.safetensors)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", self.path.display()))?;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&self.jsonl)?;
+        f.write_all(self.lines.as_bytes())?;
+        f.sync_data()?;
         Ok(())
     }
 }
