@@ -86,36 +86,39 @@ impl ChatTemplate {
                 "messages must be a JSON array of {\"role\", \"content\"} objects".into(),
             ));
         }
-        let mut ctx = serde_json::Map::new();
+        // The context is built as template values directly (one walk over the messages; no
+        // serde_json copy of them). Later keys win, as keyword arguments do in transformers.
+        let mut ctx = std::collections::BTreeMap::<String, JValue>::new();
+        let mut set = |k: &str, v: JValue| {
+            ctx.insert(k.to_string(), v);
+        };
         for (k, v) in &self.specials {
             if let Some(v) = v {
-                ctx.insert((*k).to_string(), Value::String(v.clone()));
+                set(k, JValue::from(v.as_str()));
             }
         }
         if let Some(Value::Object(extra)) = &options.extra {
             for (k, v) in extra {
-                ctx.insert(k.clone(), v.clone());
+                set(k, JValue::from(minijinja::value::Serde(v)));
             }
         } else if options.extra.as_ref().is_some_and(|e| !e.is_null()) {
             return Err(TokenizerError::Invalid(
                 "extra template arguments must be a JSON object".into(),
             ));
         }
-        ctx.insert("messages".into(), messages.clone());
-        ctx.insert(
-            "add_generation_prompt".into(),
-            Value::Bool(options.add_generation_prompt),
+        set("messages", JValue::from(minijinja::value::Serde(messages)));
+        set(
+            "add_generation_prompt",
+            JValue::from(options.add_generation_prompt),
         );
         if let Some(tools) = &options.tools {
-            ctx.insert("tools".into(), tools.clone());
+            set("tools", JValue::from(minijinja::value::Serde(tools)));
         }
         let template = self
             .env
             .get_template("chat")
             .map_err(|e| template_error(&e))?;
-        let ctx: JValue = serde_json::from_value(Value::Object(ctx)).map_err(|e| {
-            TokenizerError::Invalid(format!("messages cannot be passed to the template: {e}"))
-        })?;
+        let ctx = JValue::from(ctx);
         let out = template.render(ctx).map_err(|e| template_error(&e))?;
         if out.len() > MAX_TEXT_BYTES {
             return Err(TokenizerError::Invalid(format!(
