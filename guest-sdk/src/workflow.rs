@@ -14,6 +14,9 @@ pub struct Episode {
     pub id: String,
     /// The dataset row (AReaL's `data`).
     pub data: serde_json::Value,
+    /// The row as the host sent it (JSON text): pass it on (e.g. as a reward's `data`)
+    /// instead of serializing [`Episode::data`] again.
+    pub data_json: String,
     /// The workflow's configuration object.
     pub config: serde_json::Value,
     /// Index in the GRPO group.
@@ -91,6 +94,11 @@ pub fn __run_workflow<W: Workflow>(input: EpisodeInput) -> Result<Option<Episode
     };
     let episode = Episode {
         data: parse("data", &input.data)?,
+        data_json: if input.data.trim().is_empty() {
+            "{}".into()
+        } else {
+            input.data
+        },
         config: parse("config", &input.config)?,
         id: input.episode_id,
         sample_index: input.sample_index,

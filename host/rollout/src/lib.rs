@@ -386,7 +386,7 @@ impl Rollout {
     /// Account a finished group; `Ok` with its kept episodes or `Err(reason)` when dropped.
     fn process(
         &self,
-        g: GroupResult,
+        mut g: GroupResult,
         tally: &mut Tally,
         p: &mut Progress,
     ) -> Result<Vec<Kept>, String> {
@@ -461,26 +461,15 @@ impl Rollout {
             return Err("filtered".into());
         }
         let sha = self.workflow.info().sha256.clone();
+        // Everything but the tensors first (it reads the episodes); then the tensors are
+        // moved out of the reports, not copied.
         let mut kept = Vec::with_capacity(accepted.len());
         for ((s, r, t), raw_rewards) in accepted.iter().zip(raw) {
-            let mut tensors = t.tensors.clone();
-            let rewards = if o.normalize {
+            let (rewards, normalized) = if o.normalize {
                 let z = group::normalize(&raw_rewards, &references, 1e-6);
-                let rows = z.len();
-                let set = |key: &str, v: Vec<f32>, tensors: &mut Vec<(String, HostTensor)>| {
-                    let tensor = HostTensor::new(TensorData::F32(v), vec![rows])
-                        .map_err(|e| e.to_string())?;
-                    match tensors.iter_mut().find(|(k, _)| k == key) {
-                        Some((_, x)) => *x = tensor,
-                        None => tensors.push((key.to_string(), tensor)),
-                    }
-                    Ok::<_, String>(())
-                };
-                set("rewards", z.clone(), &mut tensors)?;
-                set("original_rewards", raw_rewards.clone(), &mut tensors)?;
-                z
+                (z.clone(), Some(z))
             } else {
-                raw_rewards.clone()
+                (raw_rewards.clone(), None)
             };
             let lines = self.lines(
                 g.row.index,
@@ -493,14 +482,37 @@ impl Rollout {
                 &sha,
             );
             let truncated = bools(t.get("is_truncated")).unwrap_or_default();
-            kept.push(Kept {
+            kept.push((*s, normalized, lines, raw_rewards, truncated));
+        }
+        drop(accepted);
+        let mut out = Vec::with_capacity(kept.len());
+        for (s, normalized, lines, raw_rewards, truncated) in kept {
+            let EpisodeOutcome::Accepted(t) = &mut g.reports[s as usize].outcome else {
+                continue;
+            };
+            let mut tensors = std::mem::take(&mut t.tensors);
+            if let Some(z) = normalized {
+                let rows = z.len();
+                let set = |key: &str, v: Vec<f32>, tensors: &mut Vec<(String, HostTensor)>| {
+                    let tensor = HostTensor::new(TensorData::F32(v), vec![rows])
+                        .map_err(|e| e.to_string())?;
+                    match tensors.iter_mut().find(|(k, _)| k == key) {
+                        Some((_, x)) => *x = tensor,
+                        None => tensors.push((key.to_string(), tensor)),
+                    }
+                    Ok::<_, String>(())
+                };
+                set("rewards", z, &mut tensors)?;
+                set("original_rewards", raw_rewards.clone(), &mut tensors)?;
+            }
+            out.push(Kept {
                 tensors,
                 lines,
                 raw_rewards,
                 truncated,
             });
         }
-        Ok(kept)
+        Ok(out)
     }
 
     /// One `trajectories.jsonl` line per row of an accepted episode.

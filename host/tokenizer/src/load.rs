@@ -35,6 +35,8 @@ pub struct HostTokenizer {
     template: Option<ChatTemplate>,
     special: SpecialTokens,
     source: String,
+    /// `inner.get_vocab_size(true)`, which looks up every added token on each call.
+    vocab_size: usize,
 }
 
 impl std::fmt::Debug for HostTokenizer {
@@ -267,7 +269,9 @@ impl HostTokenizer {
             })
             .transpose()?;
         let byte_decoder = ByteLevelDecoder::new(&inner);
+        let vocab_size = inner.get_vocab_size(true);
         Ok(HostTokenizer {
+            vocab_size,
             inner,
             fast,
             byte_decoder,
@@ -289,7 +293,7 @@ impl HostTokenizer {
 
     /// Number of tokens in the vocabulary, added tokens included.
     pub fn vocab_size(&self) -> usize {
-        self.inner.get_vocab_size(true)
+        self.vocab_size
     }
 
     /// Text to ids; `add_special_tokens` adds what the post-processor adds (e.g. bos).

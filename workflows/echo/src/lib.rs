@@ -53,7 +53,7 @@ impl Workflow for Echo {
                         completion: String::new(),
                         prompt_ids: prompt.clone(),
                         completion_ids: resp.output_tokens.clone(),
-                        data: episode.data.to_string(),
+                        data: episode.data_json.clone(),
                     },
                 )
                 .map_err(|e| e.to_string())?;

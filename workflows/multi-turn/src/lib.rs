@@ -89,7 +89,7 @@ impl Workflow for MultiTurn {
                     completion: tokenizer::decode(&resp.output_tokens, false).map_err(err)?,
                     prompt_ids: resp.input_tokens.clone(),
                     completion_ids: resp.output_tokens.clone(),
-                    data: episode.data.to_string(),
+                    data: episode.data_json.clone(),
                 },
             )
             .map_err(err)?;

@@ -47,7 +47,7 @@ impl Workflow for Rlvr {
                 completion: completion.clone(),
                 prompt_ids: resp.input_tokens.clone(),
                 completion_ids: resp.output_tokens.clone(),
-                data: episode.data.to_string(),
+                data: episode.data_json.clone(),
             },
         )
         .map_err(|e| e.to_string())?;
