@@ -126,6 +126,28 @@ pub(crate) struct FaultContext<'a> {
     pub stderr: &'a str,
 }
 
+/// Whether the trap's wasm backtrace (its innermost frames) is one or two functions calling
+/// each other over and over: at least 16 frames, all from at most two functions.
+fn recursing(err: &wasmtime::Error) -> bool {
+    let Some(bt) = err.downcast_ref::<wasmtime::WasmBacktrace>() else {
+        return false;
+    };
+    let frames = bt.frames();
+    if frames.len() < 16 {
+        return false;
+    }
+    let mut seen: Vec<u32> = Vec::with_capacity(2);
+    for f in &frames[..16] {
+        if !seen.contains(&f.func_index()) {
+            if seen.len() == 2 {
+                return false;
+            }
+            seen.push(f.func_index());
+        }
+    }
+    true
+}
+
 /// Turn a wasmtime error from instantiate or call into a typed fault.
 pub(crate) fn classify(err: &wasmtime::Error, cx: &FaultContext<'_>) -> GuestFault {
     if let Some(m) = err.downcast_ref::<MemoryLimitExceeded>() {
@@ -157,7 +179,12 @@ pub(crate) fn classify(err: &wasmtime::Error, cx: &FaultContext<'_>) -> GuestFau
             Trap::StackOverflow => return GuestFault::StackOverflow,
             // Rust and C guests keep a shadow stack in linear memory, growing down from its
             // start; running past it wraps the stack pointer to the top of the address space.
-            Trap::MemoryOutOfBounds if full.contains("memory fault at wasm address 0xffff") => {
+            // Depending on the frame, the faulting access lands just below 4 GiB, just above it,
+            // or in a bulk-memory builtin that reports no address at all; the backtrace of a
+            // runaway recursion gives it away in every case.
+            Trap::MemoryOutOfBounds
+                if full.contains("memory fault at wasm address 0xffff") || recursing(err) =>
+            {
                 return GuestFault::StackOverflow;
             }
             Trap::UnreachableCodeReached => {
