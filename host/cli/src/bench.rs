@@ -888,6 +888,7 @@ pub async fn rollout(
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), services)?);
     runtime.register_reward("math", math, rollbox_runtime::CallPolicy::default())?;
     let wf = Arc::new(runtime.load_workflow(workflow)?);
+    crate::release_setup_memory();
     let data: Vec<Row> = (0..rows)
         .map(|i| Row {
             index: i,

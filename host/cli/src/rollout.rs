@@ -173,6 +173,7 @@ pub fn build(s: &SetupArgs) -> anyhow::Result<Rollout> {
 pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
     let (rows, bad) = read_rows(&a.dataset, a.on_bad_row)?;
     let mut rollout = build(&a.setup)?;
+    crate::release_setup_memory();
     rollout.options.batch_size = a.batch_size;
     rollout.options.max_head_offpolicyness = a.max_head_offpolicyness;
     rollout.options.max_rows = a.max_rows;

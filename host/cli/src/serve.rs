@@ -194,6 +194,7 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
 
 pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
     let rollout = build(&a.setup)?;
+    crate::release_setup_memory();
     let app = Arc::new(AppState {
         rollout,
         metrics: Metrics::default(),
