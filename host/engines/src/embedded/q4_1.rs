@@ -140,6 +140,8 @@ impl QuantMatrix {
         self.matmul_with(x, b, has_avx2())
     }
 
+    /// [`QuantMatrix::matmul`] with the AVX2 kernels (`fast`) or the portable ones, which give
+    /// the same bits.
     fn matmul_with(&self, x: &[f32], b: usize, fast: bool) -> Vec<f32> {
         let kb = self.k / QK;
         let acts: Vec<Act> = x.chunks_exact(QK).map(quantize).collect();
