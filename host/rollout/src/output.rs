@@ -146,25 +146,11 @@ impl OutputDir {
         self.dir.join("stats.json")
     }
 
-    /// Commit one batch: the tensors (with `metadata` plus the row lists and trajectory lines
-    /// in the header), then the trajectory lines appended to `trajectories.jsonl`. Each of
-    /// `trajectories` is one serialized JSON object. The same as [`OutputDir::prepare_batch`],
-    /// [`BatchFiles::write`] and [`OutputDir::committed`] in a row.
-    pub fn write_batch(
-        &mut self,
-        tensors: &[(String, HostTensor)],
-        metadata: BTreeMap<String, String>,
-        rows: &[usize],
-        trajectories: &[&str],
-    ) -> anyhow::Result<PathBuf> {
-        let files = self.prepare_batch(tensors, metadata, rows, trajectories)?;
-        files.write()?;
-        Ok(self.committed(files))
-    }
-
-    /// The bytes of the next batch's files (CPU work only; nothing is written). Write them with
-    /// [`BatchFiles::write`] (blocking file I/O, which an async caller runs off its workers),
-    /// then record them with [`OutputDir::committed`] before preparing the next batch.
+    /// The bytes of the next batch's files: the tensors, with `metadata` plus the row list and
+    /// the trajectory lines (`trajectories`, serialized JSON objects) in the header, and the
+    /// lines for `trajectories.jsonl`. CPU work only: write them with [`BatchFiles::write`]
+    /// (blocking file I/O, which an async caller runs off its workers), then record them with
+    /// [`OutputDir::committed`] before preparing the next batch.
     pub fn prepare_batch(
         &self,
         tensors: &[(String, HostTensor)],

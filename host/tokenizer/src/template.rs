@@ -89,30 +89,30 @@ impl ChatTemplate {
         // The context is built as template values directly (one walk over the messages; no
         // serde_json copy of them). Later keys win, as keyword arguments do in transformers.
         let mut ctx = std::collections::BTreeMap::<String, JValue>::new();
-        let mut set = |k: &str, v: JValue| {
-            ctx.insert(k.to_string(), v);
-        };
         for (k, v) in &self.specials {
             if let Some(v) = v {
-                set(k, JValue::from(v.as_str()));
+                ctx.insert(k.to_string(), JValue::from(v.as_str()));
             }
         }
         if let Some(Value::Object(extra)) = &options.extra {
             for (k, v) in extra {
-                set(k, JValue::from(minijinja::value::Serde(v)));
+                ctx.insert(k.to_string(), JValue::from(minijinja::value::Serde(v)));
             }
         } else if options.extra.as_ref().is_some_and(|e| !e.is_null()) {
             return Err(TokenizerError::Invalid(
                 "extra template arguments must be a JSON object".into(),
             ));
         }
-        set("messages", JValue::from(minijinja::value::Serde(messages)));
-        set(
-            "add_generation_prompt",
+        ctx.insert(
+            "messages".into(),
+            JValue::from(minijinja::value::Serde(messages)),
+        );
+        ctx.insert(
+            "add_generation_prompt".into(),
             JValue::from(options.add_generation_prompt),
         );
         if let Some(tools) = &options.tools {
-            set("tools", JValue::from(minijinja::value::Serde(tools)));
+            ctx.insert("tools".into(), JValue::from(minijinja::value::Serde(tools)));
         }
         let template = self
             .env

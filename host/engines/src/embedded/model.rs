@@ -293,34 +293,37 @@ fn attend_body(
     // independent registers) so the partial sums do not go through memory at every position.
     let mut c = 0;
     while c + 32 <= hd {
-        let mut a = [0f32; 32];
-        for (&w, v) in p.iter().zip(values.chunks_exact(hd)) {
-            let v = &v[c..c + 32];
-            for l in 0..32 {
-                a[l] += w * v[l];
-            }
-        }
-        acc[c..c + 32].copy_from_slice(&a);
+        weighted_columns::<32>(p, values, hd, c, acc);
         c += 32;
     }
     while c + 8 <= hd {
-        let mut a = [0f32; 8];
-        for (&w, v) in p.iter().zip(values.chunks_exact(hd)) {
-            let v = &v[c..c + 8];
-            for l in 0..8 {
-                a[l] += w * v[l];
-            }
-        }
-        acc[c..c + 8].copy_from_slice(&a);
+        weighted_columns::<8>(p, values, hd, c, acc);
         c += 8;
     }
-    let full = c;
-    for (j, a) in acc.iter_mut().enumerate().skip(full) {
-        *a = 0.0;
-        for (&w, v) in p.iter().zip(values.chunks_exact(hd)) {
-            *a += w * v[j];
+    while c < hd {
+        weighted_columns::<1>(p, values, hd, c, acc);
+        c += 1;
+    }
+}
+
+/// `acc[c..c + W] = sum over positions i of p[i] * values[i][c..c + W]`, in position order,
+/// the `W` partial sums kept in registers.
+#[inline(always)]
+fn weighted_columns<const W: usize>(
+    p: &[f32],
+    values: &[f32],
+    hd: usize,
+    c: usize,
+    acc: &mut [f32],
+) {
+    let mut a = [0f32; W];
+    for (&w, v) in p.iter().zip(values.chunks_exact(hd)) {
+        let v = &v[c..c + W];
+        for l in 0..W {
+            a[l] += w * v[l];
         }
     }
+    acc[c..c + W].copy_from_slice(&a);
 }
 
 /// [`attend_body`], compiled for AVX2 where the CPU has it (same operations, wider vectors).

@@ -291,50 +291,55 @@ fn quantize_scalar(x: &[f32]) -> Act {
     }
 }
 
-/// The 8 rows of a group times `lanes` activation rows, one lane at a time: the operations of
-/// [`group_avx2_impl`] in the same order (exact integer sums, then the same roundings and
-/// fused multiply-adds), so the same bits.
-fn group_scalar(w: &[Group], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LANES]) {
+/// The 8 rows of a group times `lanes` activation rows, one lane and row at a time: for each
+/// block, `step(group, activations, row, acc)` adds that block's share to the row's sum with
+/// the SIMD kernel's operations in the same order, so the same bits.
+fn scalar_groups<G>(
+    w: &[G],
+    acts: &[Act],
+    lanes: usize,
+    out: &mut [[f32; 8]; LANES],
+    step: impl Fn(&G, &Act, usize, f32) -> f32,
+) {
     let kb = w.len();
     for (l, o) in out[..lanes].iter_mut().enumerate() {
         let acts = &acts[l * kb..(l + 1) * kb];
         for (r, o) in o.iter_mut().enumerate() {
-            let mut acc = 0f32;
-            for (g, a) in w.iter().zip(acts) {
-                let mut sumi = 0i32;
-                for (c, q) in g.qs.iter().enumerate() {
-                    for (t, &q) in q[4 * r..4 * r + 4].iter().enumerate() {
-                        sumi += i32::from(q & 0x0f) * i32::from(a.qs[4 * c + t])
-                            + i32::from(q >> 4) * i32::from(a.qs[16 + 4 * c + t]);
-                    }
-                }
-                acc = (g.d[r] * a.d).mul_add(sumi as f32, acc);
-                acc = g.m[r].mul_add(a.s, acc);
-            }
-            *o = acc;
+            *o = w
+                .iter()
+                .zip(acts)
+                .fold(0f32, |acc, (g, a)| step(g, a, r, acc));
         }
     }
 }
 
-/// [`group8_avx2_impl`]'s operations one lane and row at a time (same bits).
-fn group8_scalar(w: &[Group8], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LANES]) {
-    let kb = w.len();
-    for (l, o) in out[..lanes].iter_mut().enumerate() {
-        let acts = &acts[l * kb..(l + 1) * kb];
-        for (r, o) in o.iter_mut().enumerate() {
-            let mut acc = 0f32;
-            for (g, a) in w.iter().zip(acts) {
-                let mut sumi = 0i32;
-                for (c, q) in g.qs.iter().enumerate() {
-                    for (t, &q) in q[4 * r..4 * r + 4].iter().enumerate() {
-                        sumi += i32::from(q) * i32::from(a.qs[4 * c + t]);
-                    }
-                }
-                acc = (g.d[r] * a.d).mul_add(sumi as f32, acc);
+/// [`group_avx2_impl`] without SIMD: exact integer sums, then the same roundings and fused
+/// multiply-adds.
+fn group_scalar(w: &[Group], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LANES]) {
+    scalar_groups(w, acts, lanes, out, |g, a, r, acc| {
+        let mut sumi = 0i32;
+        for (c, q) in g.qs.iter().enumerate() {
+            for (t, &q) in q[4 * r..4 * r + 4].iter().enumerate() {
+                sumi += i32::from(q & 0x0f) * i32::from(a.qs[4 * c + t])
+                    + i32::from(q >> 4) * i32::from(a.qs[16 + 4 * c + t]);
             }
-            *o = acc;
         }
-    }
+        let acc = (g.d[r] * a.d).mul_add(sumi as f32, acc);
+        g.m[r].mul_add(a.s, acc)
+    })
+}
+
+/// [`group8_avx2_impl`] without SIMD (same bits).
+fn group8_scalar(w: &[Group8], acts: &[Act], lanes: usize, out: &mut [[f32; 8]; LANES]) {
+    scalar_groups(w, acts, lanes, out, |g, a, r, acc| {
+        let mut sumi = 0i32;
+        for (c, q) in g.qs.iter().enumerate() {
+            for (t, &q) in q[4 * r..4 * r + 4].iter().enumerate() {
+                sumi += i32::from(q) * i32::from(a.qs[4 * c + t]);
+            }
+        }
+        (g.d[r] * a.d).mul_add(sumi as f32, acc)
+    })
 }
 
 /// Activation rows one pass over a weight group serves (each keeps one accumulator register).
