@@ -106,34 +106,39 @@ impl TrajectoryBuilder {
 
     /// The tensor dict with `reward` as `rewards`.
     pub fn build(&self, reward: f32) -> Result<Output, Error> {
-        let len = self.input_ids.len() as u32;
-        let row = [1, len];
+        self.clone().finish(reward)
+    }
+
+    /// [`build`](Self::build), moving the token lists into the tensors instead of copying them.
+    pub fn finish(self, reward: f32) -> Result<Output, Error> {
+        let len = self.input_ids.len();
+        let row = [1, len as u32];
         let mut tensors = vec![
             (
                 "input_ids".to_string(),
-                Tensor::create(&TensorData::I32(self.input_ids.clone()), &row)?,
+                Tensor::create(&TensorData::I32(self.input_ids), &row)?,
             ),
             (
                 "loss_mask".to_string(),
-                Tensor::create(&TensorData::I32(self.loss_mask.clone()), &row)?,
+                Tensor::create(&TensorData::I32(self.loss_mask), &row)?,
             ),
             (
                 "logprobs".to_string(),
-                Tensor::create(&TensorData::F32(self.logprobs.clone()), &row)?,
+                Tensor::create(&TensorData::F32(self.logprobs), &row)?,
             ),
             (
                 "versions".to_string(),
-                Tensor::create(&TensorData::I32(self.versions.clone()), &row)?,
+                Tensor::create(&TensorData::I32(self.versions), &row)?,
             ),
             (
                 "attention_mask".to_string(),
-                Tensor::create(&TensorData::Bool(vec![true; self.input_ids.len()]), &row)?,
+                Tensor::create(&TensorData::Bool(vec![true; len]), &row)?,
             ),
         ];
         if self.with_turn_ids {
             tensors.push((
                 "turn_ids".to_string(),
-                Tensor::create(&TensorData::I32(self.turn_ids.clone()), &row)?,
+                Tensor::create(&TensorData::I32(self.turn_ids), &row)?,
             ));
         }
         tensors.push((
@@ -152,7 +157,7 @@ impl TrajectoryBuilder {
 pub fn single_turn(resp: &ModelResponse, reward: f32) -> Result<Output, Error> {
     let mut t = TrajectoryBuilder::new();
     t.prompt(&resp.input_tokens).output(resp);
-    t.build(reward)
+    t.finish(reward)
 }
 
 /// Several trajectories of one episode as one tensor dict, concatenated with AReaL's

@@ -34,7 +34,7 @@ impl Episode {
                 "the row needs `messages`, a list of {\"role\", \"content\"} objects".into(),
             );
         }
-        Ok(messages.to_string())
+        serde_json::to_string(messages).map_err(|e| e.to_string())
     }
 
     /// Chat options for the prompt: `add_generation_prompt`, and `enable_thinking` from the
@@ -44,7 +44,7 @@ impl Episode {
         tokenizer::ChatOptions {
             add_generation_prompt: true,
             tools: None,
-            extra: Some(serde_json::json!({ "enable_thinking": thinking }).to_string()),
+            extra: Some(format!("{{\"enable_thinking\":{thinking}}}")),
         }
     }
 
@@ -104,9 +104,14 @@ pub fn __run_workflow<W: Workflow>(input: EpisodeInput) -> Result<Option<Episode
         sample_index: input.sample_index,
         seed: input.seed,
     };
-    Ok(W::run_episode(episode)?.map(|o| EpisodeOutput {
+    let Some(o) = W::run_episode(episode)? else {
+        return Ok(None);
+    };
+    // Not `Value::to_string`, which writes through `Display`'s formatter one piece at a time.
+    let metadata = serde_json::to_string(&o.metadata).map_err(|e| e.to_string())?;
+    Ok(Some(EpisodeOutput {
         tensors: o.tensors,
-        metadata: o.metadata.to_string(),
+        metadata,
     }))
 }
 

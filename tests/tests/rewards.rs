@@ -35,7 +35,7 @@ async fn echo_with_reward(
     rt.run_episode(
         &echo,
         EpisodeRequest {
-            config: json!({"reward": name}),
+            config: json!({"reward": name}).into(),
             ..EpisodeRequest::new("r0-s0", data)
         },
         Arc::new(Limits::default()),

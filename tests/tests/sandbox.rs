@@ -107,7 +107,7 @@ async fn max_tokens_clamps_and_marks_truncation() {
         .run_episode(
             &echo,
             EpisodeRequest {
-                config: json!({"max_new_tokens": 2}),
+                config: json!({"max_new_tokens": 2}).into(),
                 ..EpisodeRequest::new("r1-s0", json!({"input_ids": [1]}))
             },
             Arc::new(Limits::default()),

@@ -59,7 +59,7 @@ async fn run(rt: &Runtime, workflow: &str, data: Value, config: Value) -> Episod
     rt.run_episode(
         &w,
         EpisodeRequest {
-            config,
+            config: config.into(),
             ..EpisodeRequest::new("r0-s0", data)
         },
         Arc::new(Limits::default()),

@@ -898,7 +898,8 @@ pub async fn rollout(
                     40 + i % 60
                 )}],
                 "answer": (3 * (40 + i % 60) / 2).to_string(),
-            }),
+            })
+            .into(),
         })
         .collect();
     println!(

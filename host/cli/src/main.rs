@@ -280,7 +280,7 @@ async fn run(
     }
     let component = runtime.load_workflow(workflow)?;
     let mut request = EpisodeRequest::new("r0-s0", parse_object("data", data)?);
-    request.config = parse_object("config", config)?;
+    request.config = parse_object("config", config)?.into();
     let report = runtime
         .run_episode(&component, request, Arc::new(limits))
         .await;

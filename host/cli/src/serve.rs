@@ -65,20 +65,20 @@ async fn episodes(State(app): State<Arc<AppState>>, body: axum::body::Bytes) -> 
             r#"expected {"rows": [{...}, ...]}"#.into(),
         );
     };
+    if let Some(bad) = rows.iter().position(|r| !r.is_object()) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("rows[{bad}] is not a JSON object"),
+        );
+    }
     let rows: Vec<Row> = rows
         .iter()
         .enumerate()
         .map(|(index, data)| Row {
             index,
-            data: data.clone(),
+            data: data.into(),
         })
         .collect();
-    if let Some(bad) = rows.iter().find(|r| !r.data.is_object()) {
-        return error(
-            StatusCode::BAD_REQUEST,
-            format!("rows[{}] is not a JSON object", bad.index),
-        );
-    }
     match run_rows(&app, rows).await {
         Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
         Err(e) => {

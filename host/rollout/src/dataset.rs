@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use rollbox_runtime::JsonText;
 use serde::Serialize;
 
 /// One dataset row.
@@ -9,8 +10,9 @@ use serde::Serialize;
 pub struct Row {
     /// 0-based line number in the file; the row's identity in outputs and on resume.
     pub index: usize,
-    /// The row's JSON object.
-    pub data: serde_json::Value,
+    /// The row's JSON object, as compact text shared by the row's episodes (a parsed value
+    /// would take several times the memory for every row waiting its turn).
+    pub data: JsonText,
 }
 
 /// A line that is not a JSON object.
@@ -57,7 +59,10 @@ pub fn parse_rows(
         }
         let error = match serde_json::from_str::<serde_json::Value>(line) {
             Ok(v) if v.is_object() => {
-                rows.push(Row { index: i, data: v });
+                rows.push(Row {
+                    index: i,
+                    data: JsonText::from(&v),
+                });
                 continue;
             }
             Ok(_) => "not a JSON object".to_string(),
@@ -91,6 +96,7 @@ mod tests {
         let text = "{\"q\": 1}\n\nnot json\n[1, 2]\n{\"q\": 2}\n";
         let (rows, bad) = parse_rows(text, OnBadRow::Skip, "d.jsonl").expect("skip");
         assert_eq!(rows.iter().map(|r| r.index).collect::<Vec<_>>(), vec![0, 4]);
+        assert_eq!(rows[1].data.as_str(), r#"{"q":2}"#);
         assert_eq!(bad.len(), 2);
         assert_eq!(bad[0].line, 3);
         assert!(bad[0].error.starts_with("invalid JSON"), "{}", bad[0].error);

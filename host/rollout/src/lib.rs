@@ -24,7 +24,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rollbox_runtime::{
-    EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Runtime, Trajectory, WorkflowComponent,
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, JsonText, Limits, Runtime, Trajectory,
+    WorkflowComponent,
 };
 use rollbox_tensor::{HostTensor, TensorData};
 use rollbox_tokenizer::HostTokenizer;
@@ -266,6 +267,7 @@ impl Rollout {
             rows_total: todo.len(),
             ..Progress::default()
         };
+        let config = JsonText::from(&o.config);
         let episodes = Arc::new(Semaphore::new(o.max_concurrent.max(1)));
         let (tx, mut rx) = mpsc::unbounded_channel::<GroupResult>();
         let mut staleness = Staleness {
@@ -282,7 +284,7 @@ impl Rollout {
             while queue.peek().is_some() && staleness.capacity(version) > 0 {
                 let Some(row) = queue.next() else { break };
                 staleness.running += 1;
-                self.spawn_group(row, episodes.clone(), tx.clone());
+                self.spawn_group(row, &config, episodes.clone(), tx.clone());
             }
             if staleness.running == 0 {
                 if queue.peek().is_none() {
@@ -347,25 +349,33 @@ impl Rollout {
     fn spawn_group(
         &self,
         row: Row,
+        config: &JsonText,
         episodes: Arc<Semaphore>,
         tx: mpsc::UnboundedSender<GroupResult>,
     ) {
         let runtime = self.runtime.clone();
         let workflow = self.workflow.clone();
-        let o = self.options.clone();
+        let (n_samples, seed, limits) = (
+            self.options.n_samples,
+            self.options.seed,
+            self.options.limits.clone(),
+        );
+        let config = config.clone();
         tokio::spawn(async move {
-            let mut handles = Vec::with_capacity(o.n_samples as usize);
-            for s in 0..o.n_samples {
+            let mut handles = Vec::with_capacity(n_samples as usize);
+            for s in 0..n_samples {
                 let Ok(permit) = episodes.clone().acquire_owned().await else {
                     return;
                 };
-                let mut request =
-                    EpisodeRequest::new(format!("r{}-s{s}", row.index), row.data.clone());
-                request.config = o.config.clone();
-                request.sample_index = s;
-                request.seed = episode_seed(o.seed, row.index, s);
+                let request = EpisodeRequest {
+                    id: format!("r{}-s{s}", row.index),
+                    data: row.data.clone(),
+                    config: config.clone(),
+                    sample_index: s,
+                    seed: episode_seed(seed, row.index, s),
+                };
                 let (runtime, workflow, limits) =
-                    (runtime.clone(), workflow.clone(), o.limits.clone());
+                    (runtime.clone(), workflow.clone(), limits.clone());
                 handles.push(tokio::spawn(async move {
                     let report = runtime.run_episode(&workflow, request, limits).await;
                     drop(permit);

@@ -16,15 +16,51 @@ use crate::runtime::Runtime;
 use crate::sandbox::{fuel_consumed, guarded, new_store};
 use crate::state::{LogLine, RewardRecord};
 
+/// A JSON value held as its compact text and shared: a dataset row or a workflow config is
+/// serialized once, and every episode given it gets the same text (the guest receives JSON
+/// text anyway), instead of a deep copy of a parsed value serialized again per episode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonText(Arc<str>);
+
+impl JsonText {
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The value, parsed again.
+    pub fn to_value(&self) -> serde_json::Result<serde_json::Value> {
+        serde_json::from_str(&self.0)
+    }
+}
+
+impl From<&serde_json::Value> for JsonText {
+    fn from(v: &serde_json::Value) -> Self {
+        JsonText(v.to_string().into())
+    }
+}
+
+impl From<serde_json::Value> for JsonText {
+    fn from(v: serde_json::Value) -> Self {
+        JsonText::from(&v)
+    }
+}
+
+impl std::fmt::Display for JsonText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// What the host gives a workflow for one episode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpisodeRequest {
     /// Unique id, e.g. `r12-s3`.
     pub id: String,
     /// The dataset row (a JSON object).
-    pub data: serde_json::Value,
+    pub data: JsonText,
     /// The workflow's configuration (a JSON object).
-    pub config: serde_json::Value,
+    pub config: JsonText,
     /// Index in the GRPO group.
     pub sample_index: u32,
     /// Seed for the workflow's own randomness.
@@ -33,11 +69,11 @@ pub struct EpisodeRequest {
 
 impl EpisodeRequest {
     /// A request for one row with an empty config.
-    pub fn new(id: impl Into<String>, data: serde_json::Value) -> Self {
+    pub fn new(id: impl Into<String>, data: impl Into<JsonText>) -> Self {
         EpisodeRequest {
             id: id.into(),
-            data,
-            config: serde_json::json!({}),
+            data: data.into(),
+            config: JsonText("{}".into()),
             sample_index: 0,
             seed: 0,
         }
@@ -169,8 +205,8 @@ impl Runtime {
         );
         let input = EpisodeInput {
             episode_id: request.id.clone(),
-            data: request.data.to_string(),
-            config: request.config.to_string(),
+            data: request.data.as_str().to_string(),
+            config: request.config.as_str().to_string(),
             sample_index: request.sample_index,
             seed: request.seed,
         };

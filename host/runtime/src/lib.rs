@@ -57,7 +57,9 @@ pub use component::{
     WorldKind,
 };
 pub use engine::MAX_GENERATE_MANY_REQUESTS;
-pub use episode::{EpisodeOutcome, EpisodeReport, EpisodeRequest, EpisodeSummary, Trajectory};
+pub use episode::{
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, EpisodeSummary, JsonText, Trajectory,
+};
 pub use fault::GuestFault;
 pub use limits::{Limits, MAX_MEMORY_BYTES_CAP};
 pub use runtime::{

@@ -30,7 +30,8 @@ pub(crate) fn byte_to_char() -> [char; 256] {
     table
 }
 
-/// A multiplicative hasher for the `(u32, u32)` merge keys: SipHash dominated the merge loop.
+/// A multiplicative hasher for the `(u32, u32)` merge keys and the piece cache: SipHash
+/// dominated the merge loop.
 #[derive(Default)]
 struct PairHasher(u64);
 
@@ -51,6 +52,7 @@ impl Hasher for PairHasher {
 }
 
 type PairMap = HashMap<(u32, u32), (u32, u32), BuildHasherDefault<PairHasher>>;
+type PieceCache = HashMap<Box<str>, Box<[u32]>, BuildHasherDefault<PairHasher>>;
 
 /// Encoder state built once per tokenizer.
 pub(crate) struct ByteLevelBpe {
@@ -63,7 +65,7 @@ pub(crate) struct ByteLevelBpe {
     byte_chars: [char; 256],
     /// Ids of pieces already merged (as `tokenizers`' BPE caches words): chat templates and
     /// prompts repeat the same words. Bounded by [`CACHE_ENTRIES`].
-    cache: std::sync::RwLock<HashMap<Box<str>, Box<[u32]>>>,
+    cache: std::sync::RwLock<PieceCache>,
 }
 
 /// Most pieces the merge cache holds; past that, new pieces are merged every time.
@@ -218,12 +220,18 @@ impl ByteLevelBpe {
 /// Split like the GPT-2 pattern `...|\s+(?!\S)|\s+`: a whitespace run followed by a
 /// non-space gives up its last char, which then starts the next piece.
 fn split(regex: &Regex, text: &str, mut emit: impl FnMut(&str)) {
+    let bytes = text.as_bytes();
     let mut pos = 0;
     while pos < text.len() {
-        let Some(m) = regex.find_at(text, pos) else {
-            break;
+        // ASCII pieces are found by hand (most of a prompt); anything the bytes alone cannot
+        // decide goes to the regex.
+        let (start, mut end) = match ascii_match_end(bytes, pos) {
+            Some(end) => (pos, end),
+            None => match regex.find_at(text, pos) {
+                Some(m) => (m.start(), m.end()),
+                None => break,
+            },
         };
-        let (start, mut end) = (m.start(), m.end());
         let piece = &text[start..end];
         if piece.chars().all(char::is_whitespace) && end < text.len() {
             let next_is_space = text[end..].chars().next().is_some_and(char::is_whitespace);
@@ -236,5 +244,123 @@ fn split(regex: &Regex, text: &str, mut emit: impl FnMut(&str)) {
         }
         emit(&text[start..end]);
         pos = end;
+    }
+}
+
+/// The GPT-2 pattern's character classes, for ASCII bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Letter,
+    Number,
+    Space,
+    Other,
+}
+
+fn class(b: u8) -> Class {
+    match b {
+        b'a'..=b'z' | b'A'..=b'Z' => Class::Letter,
+        b'0'..=b'9' => Class::Number,
+        // Unicode `White_Space` in ASCII: tab, line feed, vertical tab, form feed, carriage
+        // return, space.
+        b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ' => Class::Space,
+        _ => Class::Other,
+    }
+}
+
+/// End of the pattern's match at `pos` (it always starts there: every char is in a class)
+/// when ASCII bytes decide it; `None` when a non-ASCII char could take part.
+fn ascii_match_end(bytes: &[u8], pos: usize) -> Option<usize> {
+    let b = *bytes.get(pos)?;
+    if !b.is_ascii() {
+        return None;
+    }
+    if b == b'\'' {
+        // The contractions come first in the alternation: `'s|'t|'re|'ve|'m|'ll|'d`.
+        match (bytes.get(pos + 1), bytes.get(pos + 2)) {
+            (Some(b's' | b't' | b'm' | b'd'), _) => return Some(pos + 2),
+            (Some(b'r' | b'v'), Some(b'e')) | (Some(b'l'), Some(b'l')) => return Some(pos + 3),
+            _ => {}
+        }
+    }
+    if b == b' ' {
+        // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+` take the space with the run after it.
+        match bytes.get(pos + 1) {
+            Some(&n) if !n.is_ascii() => return None,
+            Some(&n) if class(n) != Class::Space => return run_end(bytes, pos + 1, class(n)),
+            _ => {}
+        }
+    }
+    run_end(bytes, pos, class(b))
+}
+
+/// End of the run of `c` starting at `pos`; `None` when it reaches a non-ASCII char, which
+/// might continue it.
+fn run_end(bytes: &[u8], pos: usize, c: Class) -> Option<usize> {
+    let mut i = pos;
+    while let Some(&b) = bytes.get(i) {
+        if !b.is_ascii() {
+            return None;
+        }
+        if class(b) != c {
+            break;
+        }
+        i += 1;
+    }
+    Some(i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The regex alone, as [`split`] worked before its ASCII path.
+    fn split_with_regex(regex: &Regex, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while let Some(m) = regex.find_at(text, pos) {
+            let (start, mut end) = (m.start(), m.end());
+            let piece = &text[start..end];
+            if piece.chars().all(char::is_whitespace) && end < text.len() {
+                let next_is_space = text[end..].chars().next().is_some_and(char::is_whitespace);
+                if !next_is_space {
+                    let last = piece.chars().next_back().map(char::len_utf8).unwrap_or(0);
+                    if piece.len() > last {
+                        end -= last;
+                    }
+                }
+            }
+            out.push(text[start..end].to_string());
+            pos = end;
+        }
+        out
+    }
+
+    #[test]
+    fn ascii_path_splits_like_the_regex() {
+        let regex = Regex::new(GPT2_PATTERN).expect("pattern");
+        // Every pair and triple of these, plus longer mixes.
+        let atoms = [
+            "a", "Z", "1", "09", " ", "  ", "\t", "\n", "\r\n", "\x0b", "\x0c", "\x1c", "\x7f",
+            "\0", "'", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'x", "'S", "'r", "'l", "-",
+            "!?", "_", "é", "\u{a0}", "\u{85}", "\u{2003}", "中", "²", "😀",
+        ];
+        let mut texts = Vec::new();
+        for a in atoms {
+            for b in atoms {
+                texts.push(format!("{a}{b}"));
+                for c in atoms {
+                    texts.push(format!("{a}{b}{c}"));
+                }
+            }
+        }
+        texts.push("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?".into());
+        texts.push(
+            "  leading  and trailing   \n\n  spaces\t\there's it's we'll they've I'd ".into(),
+        );
+        for text in &texts {
+            let mut fast = Vec::new();
+            split(&regex, text, |p| fast.push(p.to_string()));
+            assert_eq!(fast, split_with_regex(&regex, text), "{text:?}");
+        }
     }
 }

@@ -40,17 +40,17 @@ impl Workflow for Rlvr {
         let prompt = tokenizer::decode(&input_ids, false).map_err(|e| e.to_string())?;
         let completion =
             tokenizer::decode(&resp.output_tokens, false).map_err(|e| e.to_string())?;
-        let scored = rewards::score(
-            reward_name,
-            &RewardInput {
-                prompt: prompt.clone(),
-                completion: completion.clone(),
-                prompt_ids: resp.input_tokens.clone(),
-                completion_ids: resp.output_tokens.clone(),
-                data: episode.data_json.clone(),
-            },
-        )
-        .map_err(|e| e.to_string())?;
+        let input = RewardInput {
+            prompt,
+            completion,
+            prompt_ids: resp.input_tokens.clone(),
+            completion_ids: resp.output_tokens.clone(),
+            data: episode.data_json,
+        };
+        let scored = rewards::score(reward_name, &input).map_err(|e| e.to_string())?;
+        let RewardInput {
+            prompt, completion, ..
+        } = input;
         log::stat("reward", scored.value);
         let mut out = single_turn(&resp, scored.value as f32).map_err(|e| e.to_string())?;
         out.metadata = json!({

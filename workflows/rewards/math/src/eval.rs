@@ -4,26 +4,15 @@
 /// after a number, `x =` prefixes, thousands separators and trailing punctuation.
 pub fn normalize(answer: &str) -> String {
     let mut s = answer.trim().to_string();
-    for (from, to) in [
-        ("\\left", ""),
-        ("\\right", ""),
-        ("\\!", ""),
-        ("\\,", ""),
-        ("\\;", ""),
-        ("\\ ", ""),
-        ("\\dfrac", "\\frac"),
-        ("\\tfrac", "\\frac"),
-        ("\\cdot", "*"),
-        ("\\times", "*"),
-        ("\\div", "/"),
-        ("\\%", "%"),
-        ("^\\circ", ""),
-        ("^{\\circ}", ""),
-        ("$", ""),
-    ] {
-        s = s.replace(from, to);
+    // Every pattern starts with `\`, `^` or `$`: plain answers skip the scans.
+    if s.contains(['\\', '^', '$']) {
+        for (from, to) in PRESENTATION {
+            s = s.replace(from, to);
+        }
     }
-    s = unwrap_text(&s);
+    if s.contains('\\') {
+        s = unwrap_text(&s);
+    }
     if let Some((lhs, rhs)) = s.rsplit_once('=')
         && lhs
             .trim()
@@ -36,6 +25,25 @@ pub fn normalize(answer: &str) -> String {
     let s = strip_thousands(s);
     strip_units(&s).replace(' ', "")
 }
+
+/// Presentation markup removed or rewritten by [`normalize`], in order.
+const PRESENTATION: [(&str, &str); 15] = [
+    ("\\left", ""),
+    ("\\right", ""),
+    ("\\!", ""),
+    ("\\,", ""),
+    ("\\;", ""),
+    ("\\ ", ""),
+    ("\\dfrac", "\\frac"),
+    ("\\tfrac", "\\frac"),
+    ("\\cdot", "*"),
+    ("\\times", "*"),
+    ("\\div", "/"),
+    ("\\%", "%"),
+    ("^\\circ", ""),
+    ("^{\\circ}", ""),
+    ("$", ""),
+];
 
 /// `\text{15 apples}` → `15 apples`; `\mbox`, `\textbf`, `\mathrm` likewise.
 fn unwrap_text(s: &str) -> String {

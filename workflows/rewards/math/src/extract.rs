@@ -3,10 +3,38 @@
 /// The reference answer of a dataset row: `answer` (GSM8K's `#### n` suffix taken), else
 /// `solution` (its last `\boxed{}` when it has one), else `gold`.
 pub fn reference_answer(row: &serde_json::Value) -> Option<String> {
-    for key in ["answer", "solution", "gold"] {
-        let text = match &row[key] {
-            serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Number(n) => n.to_string(),
+    reference_from(&ReferenceFields {
+        answer: row.get("answer").cloned(),
+        solution: row.get("solution").cloned(),
+        gold: row.get("gold").cloned(),
+    })
+}
+
+/// The fields of a row that can hold its reference answer; a row is read into this directly
+/// (the rest of the row, e.g. its messages, is skipped without being built).
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct ReferenceFields {
+    answer: Option<serde_json::Value>,
+    solution: Option<serde_json::Value>,
+    gold: Option<serde_json::Value>,
+}
+
+impl ReferenceFields {
+    /// The fields of a row given as JSON text (all absent when it is not a JSON object).
+    pub fn parse(row: &str) -> Self {
+        if !row.trim_start().starts_with('{') {
+            return ReferenceFields::default();
+        }
+        serde_json::from_str(row).unwrap_or_default()
+    }
+}
+
+/// [`reference_answer`] of a row's fields.
+pub fn reference_from(fields: &ReferenceFields) -> Option<String> {
+    for value in [&fields.answer, &fields.solution, &fields.gold] {
+        let text = match value {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Number(n)) => n.to_string(),
             _ => continue,
         };
         if let Some(after) = text.rsplit_once("####") {

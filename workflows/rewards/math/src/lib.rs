@@ -16,7 +16,7 @@ mod eval;
 mod extract;
 
 pub use eval::{evaluate, normalize};
-pub use extract::{extract_prediction, reference_answer};
+pub use extract::{ReferenceFields, extract_prediction, reference_answer, reference_from};
 
 /// 1.0 when `completion`'s final answer equals `reference`, else 0.0.
 pub fn score(completion: &str, reference: &str) -> f64 {
@@ -57,6 +57,12 @@ fn same_number(a: f64, b: f64) -> bool {
     if a == b {
         return true;
     }
+    // Two numbers with the same 6-digit rounding r differ by at most one unit in its last
+    // digit, i.e. by less than 1.0001e-5 of the larger magnitude: anything further apart
+    // differs without formatting either.
+    if (a - b).abs() > 2e-5 * a.abs().max(b.abs()) {
+        return false;
+    }
     format!("{a:.5e}") == format!("{b:.5e}")
 }
 
@@ -69,8 +75,8 @@ mod component {
 
     impl Reward for Math {
         fn score(input: RewardInput) -> Result<f64, String> {
-            let row: serde_json::Value = serde_json::from_str(&input.data).unwrap_or_default();
-            let Some(reference) = crate::reference_answer(&row) else {
+            let row = crate::ReferenceFields::parse(&input.data);
+            let Some(reference) = crate::reference_from(&row) else {
                 return Err(
                     "the row has no `answer` (or `solution`, `gold`) to check against".into(),
                 );
@@ -147,5 +153,47 @@ mod tests {
         let row = serde_json::json!({"answer": 18});
         assert_eq!(reference_answer(&row).as_deref(), Some("18"));
         assert_eq!(reference_answer(&serde_json::json!({})), None);
+    }
+
+    #[test]
+    fn far_apart_numbers_differ_without_formatting() {
+        // The fast rejection agrees with comparing the 6-digit roundings.
+        let rounded_equal = |a: f64, b: f64| format!("{a:.5e}") == format!("{b:.5e}");
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..200_000 {
+            let a = (next() % 2_000_001) as f64 / 1000.0 - 1000.0;
+            // Relative offsets from 1e-12 to ~1, either sign: around 1e-5 both paths run.
+            let sign = if next() % 2 == 0 { 1.0 } else { -1.0 };
+            let rel = sign * (next() % 1000) as f64 * 10f64.powi(-((next() % 10) as i32) - 3);
+            let b = a * (1.0 + rel);
+            assert_eq!(same_number(a, b), a == b || rounded_equal(a, b), "{a} {b}");
+        }
+        assert!(same_number(9.999996, 10.0));
+        assert!(!same_number(1.0, -1.0));
+        assert!(!same_number(72.0, 73.0));
+    }
+
+    #[test]
+    fn reference_fields_read_from_row_text() {
+        let read = |text: &str| reference_from(&ReferenceFields::parse(text));
+        let row = r#"{"messages": [{"role": "user", "content": "How many?"}], "answer": "3 + 4 = 7\n#### 7", "id": 3}"#;
+        assert_eq!(read(row).as_deref(), Some("7"));
+        assert_eq!(
+            read(r#"{"answer": null, "gold": 2.5}"#).as_deref(),
+            Some("2.5")
+        );
+        assert_eq!(
+            read(r#"{"answer": ["x"], "solution": "\\boxed{9}"}"#).as_deref(),
+            Some("9")
+        );
+        assert_eq!(read(r#"["7"]"#), None);
+        assert_eq!(read("not json"), None);
+        assert_eq!(read(r#"{"question": "no answer here"}"#), None);
     }
 }
