@@ -875,6 +875,8 @@ pub async fn rollout(
     require(model)?;
     require(workflow)?;
     require(math)?;
+    // As `rollbox rollout` with a remote engine: no model weights in this process.
+    crate::prefer_small_pages("instant");
     let tok = Arc::new(rollbox_tokenizer::HostTokenizer::load(model)?);
     let mut tokens = tok.encode(
         "She sold 48 clips in April and half as many in May, so 48 + 24 = 72 clips. The answer is \\boxed{72}.",

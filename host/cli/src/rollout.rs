@@ -24,7 +24,7 @@ pub struct SetupArgs {
     workflow: String,
     /// Inference engine (see `rollbox run --help`).
     #[arg(long, default_value = "embedded")]
-    engine: String,
+    pub(crate) engine: String,
     /// Tokenizer (default: the embedded model's).
     #[arg(long)]
     tokenizer: Option<PathBuf>,
@@ -171,6 +171,7 @@ pub fn build(s: &SetupArgs) -> anyhow::Result<Rollout> {
 }
 
 pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
+    crate::prefer_small_pages(&a.setup.engine);
     let (rows, bad) = read_rows(&a.dataset, a.on_bad_row)?;
     let mut rollout = build(&a.setup)?;
     crate::release_setup_memory();

@@ -193,6 +193,7 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
 }
 
 pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
+    crate::prefer_small_pages(&a.setup.engine);
     let rollout = build(&a.setup)?;
     crate::release_setup_memory();
     let app = Arc::new(AppState {
