@@ -34,7 +34,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use dataset::{BadRow, Row};
 use group::Filter;
-use output::OutputDir;
+use output::{BatchFiles, OutputDir};
 use staleness::Staleness;
 
 /// Settings of a run.
@@ -188,6 +188,14 @@ struct Line<'a> {
     workflow_sha256: &'a str,
 }
 
+/// A batch being written on the blocking pool, with what to account once it is on disk.
+struct Writing {
+    handle: tokio::task::JoinHandle<anyhow::Result<BatchFiles>>,
+    rewards: Vec<f64>,
+    truncated: usize,
+    trajectories: usize,
+}
+
 /// An accepted episode of a kept group, ready for the batch.
 struct Kept {
     tensors: Vec<(String, HostTensor)>,
@@ -278,13 +286,26 @@ impl Rollout {
         };
         let mut queue = todo.into_iter().peekable();
         let mut pending: Vec<(usize, Vec<Kept>)> = Vec::new();
+        let mut writing: Option<Writing> = None;
         let (mut reward_sum, mut reward_n) = (0.0f64, 0usize);
         loop {
+            // Refill first: groups finished while the last result was processed are replaced
+            // before any batch work, so the workers are not left without episodes.
             let version = i64::from(self.runtime.services().version());
             while queue.peek().is_some() && staleness.capacity(version) > 0 {
                 let Some(row) = queue.next() else { break };
                 staleness.running += 1;
                 self.spawn_group(row, &config, episodes.clone(), tx.clone());
+            }
+            if pending.len() >= o.batch_size {
+                self.write_batch(std::mem::take(&mut pending), out, &mut tally, &mut writing)
+                    .await?;
+                // Interim stats at most once a second: computing them sorts every latency so
+                // far, which per batch would grow with the square of the run.
+                if stats_written.elapsed() >= Duration::from_secs(1) {
+                    out.write_stats(&serde_json::to_value(self.finish(&tally, start))?)?;
+                    stats_written = Instant::now();
+                }
             }
             if staleness.running == 0 {
                 if queue.peek().is_none() {
@@ -325,22 +346,14 @@ impl Rollout {
                     out.record_dropped(row, &reason)?;
                 }
             }
-            if pending.len() >= o.batch_size {
-                self.write_batch(std::mem::take(&mut pending), out, &mut tally)
-                    .await?;
-                // Interim stats at most once a second: computing them sorts every latency so
-                // far, which per batch would grow with the square of the run.
-                if stats_written.elapsed() >= Duration::from_secs(1) {
-                    out.write_stats(&serde_json::to_value(self.finish(&tally, start))?)?;
-                    stats_written = Instant::now();
-                }
-            }
             p.elapsed_s = start.elapsed().as_secs_f64();
             progress(&p);
         }
         if !pending.is_empty() {
-            self.write_batch(pending, out, &mut tally).await?;
+            self.write_batch(pending, out, &mut tally, &mut writing)
+                .await?;
         }
+        Self::commit(writing.take(), out, &mut tally).await?;
         let stats = self.finish(&tally, start);
         out.write_stats(&serde_json::to_value(&stats)?)?;
         Ok(stats)
@@ -602,11 +615,15 @@ impl Rollout {
             .collect()
     }
 
+    /// Assemble a batch and start writing it on the blocking pool; the batch before it (still
+    /// being written) is committed first, so batches reach the disk in order while the
+    /// controller goes on with episodes instead of waiting for each write.
     async fn write_batch(
         &self,
         groups: Vec<(usize, Vec<Kept>)>,
         out: &mut OutputDir,
         tally: &mut Tally,
+        writing: &mut Option<Writing>,
     ) -> anyhow::Result<()> {
         let rows: Vec<usize> = groups.iter().map(|(r, _)| *r).collect();
         let kept: Vec<&Kept> = groups.iter().flat_map(|(_, k)| k.iter()).collect();
@@ -631,20 +648,40 @@ impl Rollout {
             )?,
         );
         let files = out.prepare_batch(&tensors, meta, &rows, &lines)?;
-        // The writes and fsyncs block: run them on tokio's blocking pool so that the async
-        // workers keep running episodes meanwhile.
-        let files = tokio::task::spawn_blocking(move || files.write().map(|()| files))
+        let next = Writing {
+            rewards: kept
+                .iter()
+                .flat_map(|k| k.raw_rewards.iter().map(|&x| f64::from(x)))
+                .collect(),
+            truncated: kept
+                .iter()
+                .map(|k| k.truncated.iter().filter(|&&x| x).count())
+                .sum(),
+            trajectories: lines.len(),
+            // The writes and fsyncs block: tokio's blocking pool runs them.
+            handle: tokio::task::spawn_blocking(move || files.write().map(|()| files)),
+        };
+        Self::commit(writing.replace(next), out, tally).await
+    }
+
+    /// Wait for a batch's write and record it (rows done, trajectories, rewards).
+    async fn commit(
+        writing: Option<Writing>,
+        out: &mut OutputDir,
+        tally: &mut Tally,
+    ) -> anyhow::Result<()> {
+        let Some(w) = writing else {
+            return Ok(());
+        };
+        let files = w
+            .handle
             .await
             .map_err(|e| anyhow::anyhow!("the batch writer thread failed: {e}"))??;
         let path = out.committed(files);
-        tracing::info!("wrote {} ({} trajectories)", path.display(), lines.len());
-        for k in &kept {
-            tally
-                .rewards
-                .extend(k.raw_rewards.iter().map(|&x| f64::from(x)));
-            tally.truncated += k.truncated.iter().filter(|&&x| x).count();
-        }
-        tally.stats.trajectories += lines.len();
+        tracing::info!("wrote {} ({} trajectories)", path.display(), w.trajectories);
+        tally.rewards.extend(w.rewards);
+        tally.truncated += w.truncated;
+        tally.stats.trajectories += w.trajectories;
         tally.stats.batches += 1;
         Ok(())
     }

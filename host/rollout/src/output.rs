@@ -20,10 +20,12 @@ pub struct OutputDir {
     dir: PathBuf,
     /// Rows already written (or consumed and dropped) by committed batches.
     pub done_rows: BTreeSet<usize>,
-    /// The next batch number.
+    /// The number the next prepared batch gets.
     pub next_batch: usize,
     /// Trajectory lines already committed.
     pub committed_trajectories: usize,
+    /// The number the next committed batch must have (batches commit in order).
+    next_commit: usize,
 }
 
 fn batch_name(n: usize) -> String {
@@ -130,6 +132,7 @@ impl OutputDir {
             dir: dir.to_path_buf(),
             done_rows,
             next_batch: batches.last().map_or(0, |(n, _)| n + 1),
+            next_commit: batches.last().map_or(0, |(n, _)| n + 1),
             committed_trajectories,
         };
         rollbox_tensor::write_atomic(&out.trajectories_path(), lines.as_bytes())?;
@@ -148,17 +151,19 @@ impl OutputDir {
 
     /// The bytes of the next batch's files: the tensors, with `metadata` plus the row list and
     /// the trajectory lines (`trajectories`, serialized JSON objects) in the header, and the
-    /// lines for `trajectories.jsonl`. CPU work only: write them with [`BatchFiles::write`]
-    /// (blocking file I/O, which an async caller runs off its workers), then record them with
-    /// [`OutputDir::committed`] before preparing the next batch.
+    /// lines for `trajectories.jsonl`; the batch takes the next number. CPU work only: write
+    /// them with [`BatchFiles::write`] (blocking file I/O, which an async caller runs off its
+    /// workers), then record them with [`OutputDir::committed`]. Batches must be written and
+    /// committed in the order they were prepared.
     pub fn prepare_batch(
-        &self,
+        &mut self,
         tensors: &[(String, HostTensor)],
         mut metadata: BTreeMap<String, String>,
         rows: &[usize],
         trajectories: &[&str],
     ) -> anyhow::Result<BatchFiles> {
         let n = self.next_batch;
+        self.next_batch += 1;
         metadata.insert("batch".into(), n.to_string());
         metadata.insert("rows".into(), serde_json::to_string(rows)?);
         // `trajectories` are serialized JSON objects: the header holds them as one JSON list.
@@ -185,8 +190,8 @@ impl OutputDir {
 
     /// Record a batch that [`BatchFiles::write`] wrote; returns its path.
     pub fn committed(&mut self, files: BatchFiles) -> PathBuf {
-        debug_assert_eq!(files.number, self.next_batch);
-        self.next_batch += 1;
+        debug_assert_eq!(files.number, self.next_commit, "batches commit in order");
+        self.next_commit += 1;
         self.done_rows.extend(files.rows.iter().copied());
         self.committed_trajectories += files.trajectories;
         files.path
