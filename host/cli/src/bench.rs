@@ -91,7 +91,8 @@ pub enum Bench {
         #[arg(long, default_value = "scripts/llamacpp_baseline.py")]
         baseline: PathBuf,
     },
-    /// `rollbox rollout` throughput: RLVR episodes/s, CPU per episode, p50/p99 latency and
+    /// `rollbox rollout` throughput: RLVR episodes/s, CPU per episode, p50/p99 latency (an
+    /// episode's start to end, and from its admission, which adds the wait for a worker) and
     /// peak RSS at several in-flight levels, with a zero-latency engine answering 64 tokens
     /// (the shape of the AReaL baseline: GSM8K-like rows, ~43 prompt tokens, math reward).
     Rollout {
@@ -930,11 +931,13 @@ pub async fn rollout(
         let cpu = cpu_seconds() - cpu0;
         let episodes: usize = s.episodes.values().sum();
         println!(
-            "in flight {level:>4}: {:>8.0} episodes/s, CPU {:.0} µs/episode, latency p50 {:.2} ms p99 {:.2} ms, accepted {}, peak RSS {:.0} MiB",
+            "in flight {level:>4}: {:>8.0} episodes/s, CPU {:.0} µs/episode, latency p50 {:.2} ms p99 {:.2} ms (from admission: p50 {:.2} ms p99 {:.2} ms), accepted {}, peak RSS {:.0} MiB",
             s.episodes_per_s,
             cpu / episodes.max(1) as f64 * 1e6,
             s.episode_ms.get("p50").copied().unwrap_or(0.0),
             s.episode_ms.get("p99").copied().unwrap_or(0.0),
+            s.admitted_ms.get("p50").copied().unwrap_or(0.0),
+            s.admitted_ms.get("p99").copied().unwrap_or(0.0),
             s.episodes.get("accepted").copied().unwrap_or(0),
             peak_rss_mib()
         );

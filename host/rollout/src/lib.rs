@@ -136,8 +136,13 @@ pub struct Stats {
     pub episodes_per_s: f64,
     /// Generated tokens per second.
     pub tokens_per_s: f64,
-    /// Episode wall time, ms: mean, p50, p99.
+    /// Episode wall time (from its start to its end), ms: mean, p50, p99.
     pub episode_ms: BTreeMap<String, f64>,
+    /// Time from the admission of an episode's group by the controller (it counts as in flight
+    /// from then) to the episode's end, ms: mean, p50, p99. Includes waiting for a worker to
+    /// start it: by Little's law its mean is about `max_concurrent / episodes_per_s` when the
+    /// workers are the bottleneck.
+    pub admitted_ms: BTreeMap<String, f64>,
     /// Reward-call wall time, ms, summed per episode then averaged.
     pub reward_ms_per_episode: f64,
     /// Reward calls that timed out.
@@ -161,6 +166,8 @@ pub struct Rollout {
 struct GroupResult {
     row: Row,
     reports: Vec<EpisodeReport>,
+    /// Per report: time from its group's admission by the controller to its end.
+    admitted: Vec<Duration>,
 }
 
 /// One `trajectories.jsonl` line (serialized once, written to the batch header and the file).
@@ -209,6 +216,7 @@ struct Kept {
 struct Tally {
     stats: Stats,
     episode_ms: Vec<f64>,
+    admitted_ms: Vec<f64>,
     reward_ms: Vec<f64>,
     rewards: Vec<f64>,
     truncated: usize,
@@ -221,6 +229,20 @@ fn episode_seed(base: u64, row: usize, sample: u32) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// Mean, p50 and p99 of `ms` (empty when there is nothing to summarise).
+fn summary_ms(ms: &[f64]) -> BTreeMap<String, f64> {
+    let mut ms = ms.to_vec();
+    ms.sort_by(f64::total_cmp);
+    let mut out = BTreeMap::new();
+    if !ms.is_empty() {
+        let at = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
+        out.insert("mean".into(), ms.iter().sum::<f64>() / ms.len() as f64);
+        out.insert("p50".into(), at(0.5));
+        out.insert("p99".into(), at(0.99));
+    }
+    out
 }
 
 fn f32s(t: Option<&HostTensor>) -> Option<Vec<f32>> {
@@ -374,6 +396,8 @@ impl Rollout {
             self.options.limits.clone(),
         );
         let config = config.clone();
+        // The group counts as in flight from here (the controller's staleness accounting).
+        let admitted = Instant::now();
         tokio::spawn(async move {
             let mut handles = Vec::with_capacity(n_samples as usize);
             for s in 0..n_samples {
@@ -392,17 +416,25 @@ impl Rollout {
                 handles.push(tokio::spawn(async move {
                     let report = runtime.run_episode(&workflow, request, limits).await;
                     drop(permit);
-                    report
+                    (report, admitted.elapsed())
                 }));
             }
             let mut reports = Vec::with_capacity(handles.len());
+            let mut admitted = Vec::with_capacity(handles.len());
             for h in handles {
                 match h.await {
-                    Ok(r) => reports.push(r),
+                    Ok((r, a)) => {
+                        reports.push(r);
+                        admitted.push(a);
+                    }
                     Err(e) => tracing::error!("episode task of row {} failed: {e}", row.index),
                 }
             }
-            let _ = tx.send(GroupResult { row, reports });
+            let _ = tx.send(GroupResult {
+                row,
+                reports,
+                admitted,
+            });
         });
     }
 
@@ -424,6 +456,9 @@ impl Rollout {
                 .or_insert(0) += 1;
             tally.stats.generated_tokens += r.generated_tokens;
             tally.episode_ms.push(r.wall.as_secs_f64() * 1e3);
+            if let Some(a) = g.admitted.get(s) {
+                tally.admitted_ms.push(a.as_secs_f64() * 1e3);
+            }
             let reward_us: u64 = r.reward_calls.iter().map(|c| c.wall_us).sum();
             tally.reward_ms.push(reward_us as f64 / 1e3);
             tally.stats.reward_timeouts += r.reward_calls.iter().filter(|c| c.timed_out).count();
@@ -707,15 +742,8 @@ impl Rollout {
         let episodes: usize = s.episodes.values().sum();
         s.episodes_per_s = episodes as f64 / wall;
         s.tokens_per_s = s.generated_tokens as f64 / wall;
-        let mut ms = tally.episode_ms.clone();
-        ms.sort_by(f64::total_cmp);
-        if !ms.is_empty() {
-            let at = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
-            s.episode_ms
-                .insert("mean".into(), ms.iter().sum::<f64>() / ms.len() as f64);
-            s.episode_ms.insert("p50".into(), at(0.5));
-            s.episode_ms.insert("p99".into(), at(0.99));
-        }
+        s.episode_ms = summary_ms(&tally.episode_ms);
+        s.admitted_ms = summary_ms(&tally.admitted_ms);
         if !tally.reward_ms.is_empty() {
             s.reward_ms_per_episode =
                 tally.reward_ms.iter().sum::<f64>() / tally.reward_ms.len() as f64;
