@@ -319,7 +319,7 @@ async fn workflows_call_a_sandboxed_calculator_tool() {
         )
     };
     let meta = |r: &rollbox_runtime::EpisodeReport| match &r.outcome {
-        EpisodeOutcome::Accepted(t) => t.metadata.clone(),
+        EpisodeOutcome::Accepted(t) => t.metadata(),
         other => panic!("accepted expected, got {}", other.kind()),
     };
     let r = call(json!({"expression": "2 * (3 + 4) ^ 2"}), "calc").await;

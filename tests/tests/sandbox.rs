@@ -93,7 +93,7 @@ async fn echo_episode_returns_areal_layout_with_versions() {
             .expect("tensor data"),
         TensorData::Bool(vec![false])
     );
-    assert_eq!(t.metadata["stop_reason"], "stop");
+    assert_eq!(t.metadata()["stop_reason"], "stop");
     assert_eq!(r.generate_calls, 1);
     assert_eq!(r.generated_tokens, 3);
     assert_eq!(r.stats, vec![("reward".to_string(), 0.0)]);
@@ -320,7 +320,7 @@ async fn files_sockets_env_and_args_are_denied() {
     let EpisodeOutcome::Accepted(t) = &r.outcome else {
         panic!("accepted expected, got {} ({})", r.outcome.kind(), r.stderr)
     };
-    let m = &t.metadata;
+    let m = &t.metadata();
     for key in ["file", "dir", "write", "tcp", "udp", "dns"] {
         assert_eq!(m[key], json!(false), "{key} should be denied: {m}");
     }
@@ -370,12 +370,12 @@ async fn concurrent_episodes_do_not_share_global_state() {
             panic!("accepted expected, got {}", r.outcome.kind())
         };
         assert_eq!(
-            t.metadata["calls"],
+            t.metadata()["calls"],
             json!(1),
             "a fresh instance per episode"
         );
-        assert_eq!(t.metadata["before"], json!(""));
-        assert_eq!(t.metadata["after"], json!(tag));
+        assert_eq!(t.metadata()["before"], json!(""));
+        assert_eq!(t.metadata()["after"], json!(tag));
     }
 }
 

@@ -60,7 +60,7 @@ async fn workflows_tokenize_on_the_host_like_transformers() {
     let EpisodeOutcome::Accepted(t) = &r.outcome else {
         panic!("accepted expected, got {} {}", r.outcome.kind(), r.stderr)
     };
-    let m = &t.metadata;
+    let m = &t.metadata();
     assert_eq!(m["ids"], enc["ids"]);
     assert_eq!(m["decoded"], enc["decoded"]);
     assert_eq!(m["chat_ids"], chat["ids"]);

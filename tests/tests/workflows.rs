@@ -164,11 +164,11 @@ async fn rlvr_produces_areal_layout_scored_by_the_sandboxed_reward() {
     assert!(t.get("turn_ids").is_none(), "RLVR has no turn_ids");
     assert_eq!(r.stats, vec![("reward".to_string(), 1.0)]);
     assert_eq!(
-        t.metadata["prompt"],
+        t.metadata()["prompt"],
         json!(tok.decode(&prompt, false).expect("decode"))
     );
     assert!(
-        t.metadata["completion"]
+        t.metadata()["completion"]
             .as_str()
             .expect("completion")
             .ends_with("<|im_end|>"),
@@ -190,7 +190,7 @@ async fn rlvr_produces_areal_layout_scored_by_the_sandboxed_reward() {
     .await;
     let t = accepted(&r);
     assert_eq!(bools(t, "is_truncated"), vec![true]);
-    assert_eq!(t.metadata["stop_reason"], "length");
+    assert_eq!(t.metadata()["stop_reason"], "length");
     assert_eq!(i32s(t, "loss_mask").iter().filter(|&&m| m == 1).count(), 3);
 }
 

@@ -311,7 +311,7 @@ async fn run(
             let info = runtime.inspect(&r.path)?;
             meta.insert(format!("component_sha256.{}", r.name), info.sha256);
         }
-        meta.insert("metadata".into(), t.metadata.to_string());
+        meta.insert("metadata".into(), t.metadata_json.to_string());
         rollbox_tensor::write_safetensors(path, &t.tensors, &meta)
             .with_context(|| format!("writing --out {}", path.display()))?;
     }
@@ -327,7 +327,7 @@ async fn run(
         let out = serde_json::json!({
             "summary": report.summary(),
             "tensors": tensors,
-            "metadata": match &report.outcome { EpisodeOutcome::Accepted(t) => t.metadata.clone(), _ => serde_json::Value::Null },
+            "metadata": match &report.outcome { EpisodeOutcome::Accepted(t) => t.metadata(), _ => serde_json::Value::Null },
             "stats": report.stats,
             "reward_calls": report.reward_calls,
             "logs": report.logs,
@@ -354,7 +354,7 @@ async fn run(
                         tensor.shape()
                     );
                 }
-                println!("metadata {}", t.metadata);
+                println!("metadata {}", t.metadata_json);
             }
             EpisodeOutcome::Rejected => println!("rejected (the workflow returned nothing)"),
             EpisodeOutcome::Failed(f) => println!("failed   [{}] {f}", f.kind()),

@@ -300,8 +300,12 @@ impl Rollout {
         let config = JsonText::from(&o.config);
         let episodes = Arc::new(Semaphore::new(o.max_concurrent.max(1)));
         let (tx, mut rx) = mpsc::unbounded_channel::<GroupResult>();
+        // Twice the groups that fit the in-flight limit are admitted: the semaphore holds the
+        // second half waiting, so an episode's slot passes to the next one the moment it frees
+        // instead of when the controller next runs (it shares the workers with the episodes and
+        // can wait behind dozens of them). At most `max_concurrent` episodes still run at once.
         let mut staleness = Staleness {
-            max_concurrent: (o.max_concurrent / o.n_samples as usize).max(1),
+            max_concurrent: 2 * (o.max_concurrent / o.n_samples as usize).max(1),
             batch_size: o.batch_size,
             max_head_offpolicyness: o.max_head_offpolicyness,
             ..Staleness::default()

@@ -32,6 +32,12 @@ impl JsonText {
     pub fn to_value(&self) -> serde_json::Result<serde_json::Value> {
         serde_json::from_str(&self.0)
     }
+
+    /// JSON text checked to be one valid JSON value (without building it).
+    pub fn parse(text: String) -> serde_json::Result<JsonText> {
+        serde_json::from_str::<serde::de::IgnoredAny>(&text)?;
+        Ok(JsonText(text.into()))
+    }
 }
 
 impl From<&serde_json::Value> for JsonText {
@@ -85,11 +91,17 @@ impl EpisodeRequest {
 pub struct Trajectory {
     /// The tensor dict, in the order the workflow returned it.
     pub tensors: Vec<(String, HostTensor)>,
-    /// The workflow's metadata object.
-    pub metadata: serde_json::Value,
+    /// The workflow's metadata object as the JSON text it returned (checked to be an object;
+    /// kept as text, since most runs only write or forward it).
+    pub metadata_json: JsonText,
 }
 
 impl Trajectory {
+    /// The workflow's metadata object, parsed.
+    pub fn metadata(&self) -> serde_json::Value {
+        self.metadata_json.to_value().unwrap_or_default()
+    }
+
     /// The tensor named `key`.
     pub fn get(&self, key: &str) -> Option<&HostTensor> {
         self.tensors.iter().find(|(k, _)| k == key).map(|(_, t)| t)
@@ -289,17 +301,54 @@ fn take_output(
     rollbox_tensor::validate_trajectory(&tensors).map_err(|e| GuestFault::InvalidOutput {
         message: e.to_string(),
     })?;
-    let metadata = if output.metadata.trim().is_empty() {
-        serde_json::json!({})
-    } else {
-        serde_json::from_str(&output.metadata).map_err(|e| GuestFault::InvalidOutput {
-            message: format!("metadata is not valid JSON ({e}); return a JSON object such as {{}}"),
-        })?
-    };
-    if !metadata.is_object() {
+    let metadata_json = check_metadata(output.metadata)?;
+    Ok(Trajectory {
+        tensors,
+        metadata_json,
+    })
+}
+
+/// The metadata a workflow returned: empty means `{}`, otherwise one JSON object.
+fn check_metadata(text: String) -> Result<JsonText, GuestFault> {
+    if text.trim().is_empty() {
+        return Ok(JsonText("{}".into()));
+    }
+    let object = text.trim_start().starts_with('{');
+    let text = JsonText::parse(text).map_err(|e| GuestFault::InvalidOutput {
+        message: format!("metadata is not valid JSON ({e}); return a JSON object such as {{}}"),
+    })?;
+    if !object {
         return Err(GuestFault::InvalidOutput {
             message: "metadata must be a JSON object".into(),
         });
     }
-    Ok(Trajectory { tensors, metadata })
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_must_be_one_json_object() {
+        let ok = |t: &str| check_metadata(t.into()).map(|m| m.as_str().to_string());
+        assert_eq!(ok("").expect("empty"), "{}");
+        assert_eq!(
+            ok(r#" {"a": [1, {"b": null}]} "#).expect("object"),
+            r#" {"a": [1, {"b": null}]} "#
+        );
+        for bad in ["[1]", "3", "\"x\"", "{\"a\": 1} {}", "{\"a\": }", "{"] {
+            let e = check_metadata(bad.into()).expect_err(bad).to_string();
+            assert!(
+                e.contains("not valid JSON") || e.contains("must be a JSON object"),
+                "{bad}: {e}"
+            );
+        }
+        let value = Trajectory {
+            tensors: Vec::new(),
+            metadata_json: check_metadata(r#"{"k": "v"}"#.into()).expect("object"),
+        }
+        .metadata();
+        assert_eq!(value["k"], "v");
+    }
 }

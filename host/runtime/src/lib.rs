@@ -46,6 +46,7 @@ mod rewards;
 mod runtime;
 mod sandbox;
 mod services;
+mod slots;
 mod state;
 mod tensor;
 mod tokenizer;

@@ -15,9 +15,9 @@ use crate::limits::MAX_MEMORY_BYTES_CAP;
 use crate::services::Services;
 use crate::state::StoreState;
 
-/// Epoch tick: how often running guests are checked against their deadline; a guest yields to
-/// the async executor after two ticks of running and is stopped at most two ticks after its
-/// deadline.
+/// Epoch tick: how often running guests are checked against their deadline (a guest is stopped
+/// at most one tick after it); a guest yields to the async executor every five ticks of
+/// running.
 pub const EPOCH_TICK: Duration = Duration::from_millis(2);
 
 /// Engine-wide settings, fixed for the life of a [`Runtime`].

@@ -21,20 +21,19 @@ const OUTER_TIMEOUT_GRACE: Duration = Duration::from_millis(100);
 /// and the instance use), so the guest-visible tensor limit is reached first.
 const HANDLE_SLACK: usize = 64;
 
-/// Epoch ticks a guest runs before it yields to the executor: it has then run at least one
-/// whole tick (2-4 ms). With one tick, a guest yielded at the first tick after it started, even
-/// microseconds in: short guests were preempted at random, went to the back of the executor's
-/// queue, and a preempted reward kept its slot of the untrusted pool meanwhile, so the other
-/// episodes queued behind it (`rollbox bench rollout`, 512 in flight: episode p50 42 ms, with
-/// two ticks 0.12 ms).
-pub(crate) const YIELD_TICKS: u64 = 2;
+/// Epoch ticks a guest runs before it yields to the executor (8-10 ms). The deadline is checked
+/// at every tick. Yielding at each tick preempted short guests at random, microseconds in; a
+/// preempted episode then waited behind every queued one (`rollbox bench rollout`, 512 in
+/// flight: p50 42 ms), and with two ticks rare stalls of this shared VM still caused bursts of
+/// yields (p99 4-72 ms in some runs); with five, none were seen (p99 0.34-0.39 ms).
+pub(crate) const YIELD_TICKS: u32 = 5;
 
 /// A guest call's future, borrowing the store.
 pub(crate) type GuestFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
 /// A store with `limits` applied: memory limiter, hostcall fuel, handle cap, fuel, and an
-/// epoch callback that yields after [`YIELD_TICKS`] ticks of running and interrupts at the
-/// deadline.
+/// epoch callback that checks the deadline every tick, interrupts past it, and yields after
+/// [`YIELD_TICKS`] ticks of running.
 pub(crate) fn new_store(
     engine: &wasmtime::Engine,
     fuel_metering: bool,
@@ -52,13 +51,18 @@ pub(crate) fn new_store(
         let _ = store.set_fuel(limits.fuel.unwrap_or(u64::MAX));
     }
     let deadline = Instant::now() + limits.timeout;
-    store.set_epoch_deadline(YIELD_TICKS);
+    store.set_epoch_deadline(1);
+    let mut ticks_running = 0;
     store.epoch_deadline_callback(move |_| {
         if Instant::now() >= deadline {
-            Ok(UpdateDeadline::Interrupt)
-        } else {
-            Ok(UpdateDeadline::Yield(YIELD_TICKS))
+            return Ok(UpdateDeadline::Interrupt);
         }
+        ticks_running += 1;
+        if ticks_running < YIELD_TICKS {
+            return Ok(UpdateDeadline::Continue(1));
+        }
+        ticks_running = 0;
+        Ok(UpdateDeadline::Yield(1))
     });
     store
 }

@@ -8,9 +8,9 @@ use std::sync::{Arc, RwLock};
 
 use rollbox_engines::InferenceBackend;
 use rollbox_tokenizer::HostTokenizer;
-use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::component::{RewardComponent, ToolComponent};
+use crate::slots::{Slot, Slots};
 use crate::untrusted::Registered;
 
 /// Shared host services. Every episode's store points here.
@@ -21,7 +21,7 @@ pub struct Services {
     default_stop_ids: Vec<u32>,
     rewards: RwLock<BTreeMap<String, Arc<Registered<RewardComponent>>>>,
     tools: RwLock<BTreeMap<String, Arc<Registered<ToolComponent>>>>,
-    untrusted_pool: Semaphore,
+    untrusted_pool: Slots,
     untrusted_pool_size: usize,
     device: rollbox_tensor::Device,
 }
@@ -46,7 +46,7 @@ impl Services {
             default_stop_ids: Vec::new(),
             rewards: RwLock::new(BTreeMap::new()),
             tools: RwLock::new(BTreeMap::new()),
-            untrusted_pool: Semaphore::new(cores),
+            untrusted_pool: Slots::new(cores),
             untrusted_pool_size: cores,
             device: rollbox_tensor::default_device(),
         }
@@ -101,7 +101,7 @@ impl Services {
     /// beyond it queue, so CPU-bound reward code cannot take every core from the host's I/O.
     pub fn with_untrusted_pool(mut self, slots: usize) -> Self {
         let slots = slots.max(1);
-        self.untrusted_pool = Semaphore::new(slots);
+        self.untrusted_pool = Slots::new(slots);
         self.untrusted_pool_size = slots;
         self
     }
@@ -111,10 +111,8 @@ impl Services {
         self.untrusted_pool_size
     }
 
-    pub(crate) async fn untrusted_slot(&self) -> Option<SemaphorePermit<'_>> {
-        // The semaphore is never closed, so acquire cannot fail; `None` would only mean
-        // running without a slot.
-        self.untrusted_pool.acquire().await.ok()
+    pub(crate) async fn untrusted_slot(&self) -> Slot<'_> {
+        self.untrusted_pool.take().await
     }
 
     /// The inference backend, if one is configured.
