@@ -13,6 +13,11 @@
 //! * Kept groups are concatenated with AReaL's `concat_padded_tensors` semantics into numbered
 //!   safetensors batches of `batch_size` groups ([`output::OutputDir`]), with
 //!   `trajectories.jsonl` and `stats.json`; re-running with the same output directory resumes.
+//! * The controller is a task on the same workers as the episodes. After each finished group it
+//!   first refills the in-flight groups, then does batch work; a batch's files are written on
+//!   tokio's blocking pool while it goes on, one batch at a time and in order.
+//! * Rows are held as compact JSON text ([`rollbox_runtime::JsonText`]) shared by a row's
+//!   episodes: the guest receives text anyway, and a parsed row took several times the memory.
 
 pub mod dataset;
 pub mod group;
@@ -300,12 +305,8 @@ impl Rollout {
         let config = JsonText::from(&o.config);
         let episodes = Arc::new(Semaphore::new(o.max_concurrent.max(1)));
         let (tx, mut rx) = mpsc::unbounded_channel::<GroupResult>();
-        // Twice the groups that fit the in-flight limit are admitted: the semaphore holds the
-        // second half waiting, so an episode's slot passes to the next one the moment it frees
-        // instead of when the controller next runs (it shares the workers with the episodes and
-        // can wait behind dozens of them). At most `max_concurrent` episodes still run at once.
         let mut staleness = Staleness {
-            max_concurrent: 2 * (o.max_concurrent / o.n_samples as usize).max(1),
+            max_concurrent: (o.max_concurrent / o.n_samples as usize).max(1),
             batch_size: o.batch_size,
             max_head_offpolicyness: o.max_head_offpolicyness,
             ..Staleness::default()

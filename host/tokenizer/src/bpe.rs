@@ -219,18 +219,27 @@ impl ByteLevelBpe {
 
 /// Split like the GPT-2 pattern `...|\s+(?!\S)|\s+`: a whitespace run followed by a
 /// non-space gives up its last char, which then starts the next piece.
-fn split(regex: &Regex, text: &str, mut emit: impl FnMut(&str)) {
+fn split(regex: &Regex, text: &str, emit: impl FnMut(&str)) {
     let bytes = text.as_bytes();
+    // ASCII pieces are found by hand (most of a prompt); anything the bytes alone cannot decide
+    // goes to the regex.
+    let find = |pos: usize| match ascii_match_end(bytes, pos) {
+        Some(end) => Some((pos, end)),
+        None => regex.find_at(text, pos).map(|m| (m.start(), m.end())),
+    };
+    split_with(text, find, emit);
+}
+
+/// [`split`] with `find(pos)` giving the pattern's next match at or after `pos`.
+fn split_with(
+    text: &str,
+    find: impl Fn(usize) -> Option<(usize, usize)>,
+    mut emit: impl FnMut(&str),
+) {
     let mut pos = 0;
     while pos < text.len() {
-        // ASCII pieces are found by hand (most of a prompt); anything the bytes alone cannot
-        // decide goes to the regex.
-        let (start, mut end) = match ascii_match_end(bytes, pos) {
-            Some(end) => (pos, end),
-            None => match regex.find_at(text, pos) {
-                Some(m) => (m.start(), m.end()),
-                None => break,
-            },
+        let Some((start, mut end)) = find(pos) else {
+            break;
         };
         let piece = &text[start..end];
         if piece.chars().all(char::is_whitespace) && end < text.len() {
@@ -316,22 +325,8 @@ mod tests {
     /// The regex alone, as [`split`] worked before its ASCII path.
     fn split_with_regex(regex: &Regex, text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        let mut pos = 0;
-        while let Some(m) = regex.find_at(text, pos) {
-            let (start, mut end) = (m.start(), m.end());
-            let piece = &text[start..end];
-            if piece.chars().all(char::is_whitespace) && end < text.len() {
-                let next_is_space = text[end..].chars().next().is_some_and(char::is_whitespace);
-                if !next_is_space {
-                    let last = piece.chars().next_back().map(char::len_utf8).unwrap_or(0);
-                    if piece.len() > last {
-                        end -= last;
-                    }
-                }
-            }
-            out.push(text[start..end].to_string());
-            pos = end;
-        }
+        let find = |pos: usize| regex.find_at(text, pos).map(|m| (m.start(), m.end()));
+        split_with(text, find, |p| out.push(p.to_string()));
         out
     }
 
