@@ -194,6 +194,35 @@ async fn incomplete_groups_are_kept_with_their_size_or_dropped() {
     assert_eq!(s.groups_kept, 1);
     assert_eq!(s.groups_dropped.get("incomplete"), Some(&2));
     assert!(lines(drop.path()).iter().all(|x| x["row"] == 2));
+    // Dropped rows are recorded with their reasons, and a re-run counts them as done.
+    let dropped: Vec<Value> = std::fs::read_to_string(drop.path().join("dropped-rows.jsonl"))
+        .expect("dropped-rows.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let mut reasons: Vec<(u64, &str)> = dropped
+        .iter()
+        .map(|d| {
+            (
+                d["row"].as_u64().expect("row"),
+                d["reason"].as_str().expect("reason"),
+            )
+        })
+        .collect();
+    reasons.sort();
+    assert_eq!(
+        reasons,
+        vec![
+            (0, "incomplete"),
+            (1, "incomplete"),
+            (3, "no_accepted_episodes")
+        ]
+    );
+    let reopened = OutputDir::open(drop.path()).expect("reopen");
+    assert_eq!(
+        reopened.done_rows.iter().copied().collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
 }
 
 #[tokio::test]

@@ -331,6 +331,7 @@ impl Rollout {
                 // far, which per batch would grow with the square of the run.
                 if stats_written.elapsed() >= Duration::from_secs(1) {
                     out.write_stats(&serde_json::to_value(self.finish(&tally, start))?)?;
+                    out.sync_dropped()?;
                     stats_written = Instant::now();
                 }
             }
@@ -383,6 +384,7 @@ impl Rollout {
         Self::commit(writing.take(), out, &mut tally).await?;
         let stats = self.finish(&tally, start);
         out.write_stats(&serde_json::to_value(&stats)?)?;
+        out.sync_dropped()?;
         Ok(stats)
     }
 

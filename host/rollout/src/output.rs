@@ -26,6 +26,8 @@ pub struct OutputDir {
     pub committed_trajectories: usize,
     /// The number the next committed batch must have (batches commit in order).
     next_commit: usize,
+    /// `dropped-rows.jsonl`, open for appending once a row was dropped.
+    dropped: Option<std::fs::File>,
 }
 
 fn batch_name(n: usize) -> String {
@@ -134,6 +136,7 @@ impl OutputDir {
             next_batch: batches.last().map_or(0, |(n, _)| n + 1),
             next_commit: batches.last().map_or(0, |(n, _)| n + 1),
             committed_trajectories,
+            dropped: None,
         };
         rollbox_tensor::write_atomic(&out.trajectories_path(), lines.as_bytes())?;
         Ok(out)
@@ -197,16 +200,32 @@ impl OutputDir {
         files.path
     }
 
-    /// Record a row whose group was dropped (appended and synced at once).
+    /// Record a row whose group was dropped: one line appended to `dropped-rows.jsonl`, not
+    /// synced (a killed process loses no written line; [`OutputDir::sync_dropped`] makes them
+    /// durable). A sync per line bounded a filter that drops most groups to the disk's sync
+    /// rate; a line lost to a power cut only means its row runs again.
     pub fn record_dropped(&mut self, row: usize, reason: &str) -> anyhow::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(self.dir.join("dropped-rows.jsonl"))?;
+        let f = match &mut self.dropped {
+            Some(f) => f,
+            None => self.dropped.insert(
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(self.dir.join("dropped-rows.jsonl"))?,
+            ),
+        };
         let line = serde_json::json!({"row": row, "reason": reason}).to_string() + "\n";
         f.write_all(line.as_bytes())?;
-        f.sync_data()?;
         self.done_rows.insert(row);
+        Ok(())
+    }
+
+    /// Sync `dropped-rows.jsonl` to disk (the controller does so with its interim stats, about
+    /// once a second, and at the end of a run).
+    pub fn sync_dropped(&self) -> anyhow::Result<()> {
+        if let Some(f) = &self.dropped {
+            f.sync_data()?;
+        }
         Ok(())
     }
 
