@@ -877,7 +877,7 @@ pub async fn rollout(
     require(workflow)?;
     require(math)?;
     // As `rollbox rollout` with a remote engine: no model weights in this process.
-    crate::prefer_small_pages("instant");
+    crate::disable_huge_pages();
     let tok = Arc::new(rollbox_tokenizer::HostTokenizer::load(model)?);
     let mut tokens = tok.encode(
         "She sold 48 clips in April and half as many in May, so 48 + 24 = 72 clips. The answer is \\boxed{72}.",

@@ -20,6 +20,11 @@ pub struct Engine {
     pub tokenizer: Option<Arc<HostTokenizer>>,
 }
 
+/// The engine kind of an `--engine` spec: `embedded`, `sglang`, ... (the part before `:`).
+pub fn kind(spec: &str) -> &str {
+    spec.split_once(':').map_or(spec, |(k, _)| k)
+}
+
 /// Build the backend named by `spec`. `tokenizer` is the host tokenizer when one was given
 /// (needed by `openai+llamacpp`); `version` is the host's policy version counter.
 pub fn build(
@@ -27,7 +32,7 @@ pub fn build(
     tokenizer: Option<&Arc<HostTokenizer>>,
     version: Arc<AtomicI32>,
 ) -> anyhow::Result<Engine> {
-    let (kind, arg) = spec.split_once(':').unwrap_or((spec, ""));
+    let (kind, arg) = (kind(spec), spec.split_once(':').map_or("", |(_, a)| a));
     let plain = |backend: Arc<dyn InferenceBackend>| Engine {
         backend,
         tokenizer: None,

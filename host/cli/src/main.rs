@@ -33,16 +33,20 @@ pub(crate) fn release_setup_memory() {
     unsafe { mi_collect(true) }
 }
 
-/// Turn transparent huge pages off for this process when no model weights will live in it
-/// (`engine` is an `--engine` spec; call before loading anything). The host then holds many
+/// Turn transparent huge pages off for this process unless `engine` (an `--engine` spec) keeps
+/// model weights in it; call before loading anything. See [`disable_huge_pages`].
+pub(crate) fn prefer_small_pages(engine: &str) {
+    if engines::kind(engine) != "embedded" {
+        disable_huge_pages();
+    }
+}
+
+/// Turn transparent huge pages off for this process. Without model weights the host holds many
 /// small, short-lived allocations (per-episode buffers, the sandboxes' pools): with THP set to
 /// `always`, each first touch takes and zeroes 2 MiB, and peak RSS at 512 episodes in flight was
 /// ~140 MiB instead of ~113 (`rollbox bench rollout`). The embedded model's weights gain from
 /// huge pages (one-sequence decode 10-15% faster), so with it they stay on.
-pub(crate) fn prefer_small_pages(engine: &str) {
-    if engine.split(':').next() == Some("embedded") {
-        return;
-    }
+pub(crate) fn disable_huge_pages() {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl(PR_SET_THP_DISABLE) takes plain integers and changes only this process's
     // page-fault policy; a failure (old kernel) leaves the default in place.
