@@ -325,3 +325,72 @@ async fn a_rerun_resumes_without_duplicating_rows() {
         .count();
     assert_eq!(batches, 5);
 }
+
+/// Groups that cannot be assembled (issue 15, class 7): a non-standard key whose dtype differs
+/// between the samples of a group, and a group whose padded size is absurd (4 TiB of zeros
+/// named by zero-element tensors), are dropped with their reasons; every other group is
+/// written and the run goes on (a batch holding the absurd group is split around it).
+#[tokio::test]
+async fn groups_that_cannot_be_assembled_are_dropped_and_the_run_goes_on() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ok = json!({"dtype": "i32", "shape": [1, 1, 1]});
+    let rows: String = (0..6)
+        .map(|i| {
+            let extra = match i {
+                1 => json!([ok, {"dtype": "f32", "shape": [1, 1, 1]}]),
+                2 => json!([
+                    {"dtype": "i32", "shape": [1, 1 << 20, 0]},
+                    {"dtype": "i32", "shape": [1, 0, 1 << 19]}
+                ]),
+                _ => json!([ok, ok]),
+            };
+            json!({"rewards": [1, 0], "extra": extra}).to_string() + "\n"
+        })
+        .collect();
+    let options = RolloutOptions {
+        n_samples: 2,
+        max_concurrent: 4,
+        batch_size: 3,
+        ..RolloutOptions::default()
+    };
+    let s = roll(&rows, options.clone(), tmp.path(), fixed()).await;
+    assert_eq!(s.groups_kept, 4, "{s:?}");
+    assert_eq!(s.groups_dropped.get("schema_mismatch"), Some(&1), "{s:?}");
+    assert_eq!(s.groups_dropped.get("too_large"), Some(&1), "{s:?}");
+    assert_eq!(s.trajectories, 8);
+    let dropped: Vec<Value> = std::fs::read_to_string(tmp.path().join("dropped-rows.jsonl"))
+        .expect("dropped rows")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let mut reasons: Vec<(u64, String)> = dropped
+        .iter()
+        .map(|d| {
+            (
+                d["row"].as_u64().expect("row"),
+                d["reason"].as_str().expect("r").into(),
+            )
+        })
+        .collect();
+    reasons.sort();
+    assert_eq!(
+        reasons,
+        vec![(1, "schema_mismatch".into()), (2, "too_large".into())]
+    );
+    // Every batch loads; together they hold rows 0, 3, 4, 5 once each.
+    let mut rows_written = Vec::new();
+    for entry in std::fs::read_dir(tmp.path()).expect("out dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "safetensors") {
+            let b = read_safetensors(&path, &Device::Cpu).expect("batch loads");
+            let rows: Vec<usize> = serde_json::from_str(&b.metadata["rows"]).expect("rows");
+            rows_written.extend(rows);
+        }
+    }
+    rows_written.sort();
+    assert_eq!(rows_written, vec![0, 3, 4, 5]);
+    // A re-run finds every row done.
+    let again = roll(&rows, options, tmp.path(), fixed()).await;
+    assert_eq!(again.rows_already_done, 6);
+    assert_eq!(again.rows_run, 0);
+}

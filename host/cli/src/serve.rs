@@ -7,10 +7,17 @@
 //! * `POST /v1/version` with `{"version": N}`: sets the policy version stamped on new tokens.
 //! * `GET /healthz`: `ok`.
 //! * `GET /metrics`: Prometheus text.
+//!
+//! Hostile clients: a request's headers must arrive within [`HEADER_READ_TIMEOUT`] and its body
+//! within [`BODY_READ_TIMEOUT`] (at most [`MAX_BODY_BYTES`], else 413; a larger
+//! `Content-Length` is refused before reading); at most [`MAX_CONNECTIONS`] connections are
+//! open at once (more are closed on accept); at most [`MAX_ROWS_PER_REQUEST`] rows per request.
+//! Malformed requests get a 4xx naming the problem.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -49,12 +56,63 @@ struct AppState {
     metrics: Metrics,
 }
 
+/// Time a client has to send a request's headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time a client has to send a request's body.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// Largest request body, bytes.
+pub const MAX_BODY_BYTES: usize = 64 << 20;
+/// Connections open at once; more are closed as they are accepted.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// Rows in one `POST /v1/episodes` (each is a group of episodes run for this request).
+pub const MAX_ROWS_PER_REQUEST: usize = 16_384;
+
 fn error(status: StatusCode, message: String) -> Response {
     (status, axum::Json(serde_json::json!({"error": message}))).into_response()
 }
 
-async fn episodes(State(app): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
+/// The request body, read within [`BODY_READ_TIMEOUT`] and [`MAX_BODY_BYTES`].
+async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Response> {
+    use axum::body::HttpBody as _;
+    // A declared Content-Length over the cap is refused before anything is read.
+    let declared = body.size_hint().lower();
+    if declared > MAX_BODY_BYTES as u64 {
+        return Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "a body of {declared} bytes; at most {MAX_BODY_BYTES}: send fewer rows per request"
+            ),
+        ));
+    }
+    match tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        axum::body::to_bytes(body, MAX_BODY_BYTES),
+    )
+    .await
+    {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "cannot read the body ({e}); at most {MAX_BODY_BYTES} bytes: send fewer rows per request"
+            ),
+        )),
+        Err(_) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the body did not arrive within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
+async fn episodes(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Response {
     app.metrics.requests.fetch_add(1, Ordering::Relaxed);
+    let body = match read_body(body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
     let request: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("body is not JSON: {e}")),
@@ -65,6 +123,15 @@ async fn episodes(State(app): State<Arc<AppState>>, body: axum::body::Bytes) -> 
             r#"expected {"rows": [{...}, ...]}"#.into(),
         );
     };
+    if rows.len() > MAX_ROWS_PER_REQUEST {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{} rows in one request; at most {MAX_ROWS_PER_REQUEST}: split them over several requests",
+                rows.len()
+            ),
+        );
+    }
     if let Some(bad) = rows.iter().position(|r| !r.is_object()) {
         return error(
             StatusCode::BAD_REQUEST,
@@ -117,13 +184,23 @@ async fn run_rows(app: &AppState, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
     );
     m.trajectories
         .fetch_add(stats.trajectories as u64, Ordering::Relaxed);
-    let batch = dir.path().join("batch-000000.safetensors");
-    if batch.exists() {
-        // Add the stats to the batch's metadata.
-        let file = rollbox_tensor::read_safetensors(&batch, &rollbox_tensor::Device::Cpu)?;
-        let mut meta = file.metadata;
+    let mut batches = Vec::new();
+    for number in 0.. {
+        let batch = dir.path().join(format!("batch-{number:06}.safetensors"));
+        if !batch.exists() {
+            break;
+        }
+        batches.push(rollbox_tensor::read_safetensors(
+            &batch,
+            &rollbox_tensor::Device::Cpu,
+        )?);
+    }
+    if !batches.is_empty() {
+        // One answer: batches the controller had to split are joined again (rows,
+        // trajectories and group sizes concatenated in order), and the stats added.
+        let (tensors, mut meta) = join_batches(batches)?;
         meta.insert("stats".into(), serde_json::to_string(&stats)?);
-        Ok(rollbox_tensor::to_safetensors_bytes(&file.tensors, &meta)?)
+        Ok(rollbox_tensor::to_safetensors_bytes(&tensors, &meta)?)
     } else {
         let mut meta: BTreeMap<String, String> = r.provenance.clone();
         meta.insert("stats".into(), serde_json::to_string(&stats)?);
@@ -132,7 +209,42 @@ async fn run_rows(app: &AppState, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
     }
 }
 
-async fn version(State(app): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
+type Batch = (
+    Vec<(String, rollbox_tensor::HostTensor)>,
+    BTreeMap<String, String>,
+);
+
+/// Join the batch files of one request into one answer.
+fn join_batches(mut batches: Vec<rollbox_tensor::SafetensorsFile>) -> anyhow::Result<Batch> {
+    if batches.len() == 1 {
+        let b = batches.remove(0);
+        return Ok((b.tensors, b.metadata));
+    }
+    let dicts: Vec<Vec<(String, &rollbox_tensor::HostTensor)>> = batches
+        .iter()
+        .map(|b| b.tensors.iter().map(|(k, t)| (k.clone(), t)).collect())
+        .collect();
+    let tensors =
+        rollbox_tensor::concat_padded_within(&dicts, 0.0, rollbox_rollout::MAX_BATCH_TENSOR_BYTES)?;
+    let mut meta = batches[0].metadata.clone();
+    for key in ["rows", "trajectories", "group_sizes"] {
+        let mut all = Vec::new();
+        for b in &batches {
+            if let Some(text) = b.metadata.get(key) {
+                let list: Vec<serde_json::Value> = serde_json::from_str(text)?;
+                all.extend(list);
+            }
+        }
+        meta.insert(key.into(), serde_json::to_string(&all)?);
+    }
+    Ok((tensors, meta))
+}
+
+async fn version(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Response {
+    let body = match read_body(body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
     let v: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("body is not JSON: {e}")),
@@ -143,6 +255,12 @@ async fn version(State(app): State<Arc<AppState>>, body: axum::body::Bytes) -> R
             r#"expected {"version": N} with an i32 N"#.into(),
         );
     };
+    if n < 0 {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("version {n} is negative; policy versions count weight updates from 0"),
+        );
+    }
     app.rollout.runtime.services().set_version(n);
     axum::Json(serde_json::json!({"version": n})).into_response()
 }
@@ -212,6 +330,40 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
     println!("listening on http://{}", listener.local_addr()?);
     use std::io::Write as _;
     std::io::stdout().flush()?;
-    axum::serve(listener, router).await?;
-    Ok(())
+    serve_connections(listener, router).await
+}
+
+/// Accept connections and serve each on its own task, with a header-read timeout and a cap on
+/// open connections (`axum::serve` has neither: half-open connections were held forever).
+async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    router: Router,
+) -> anyhow::Result<()> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!("{MAX_CONNECTIONS} connections open; closing the one from {peer}");
+            continue;
+        };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!("connection from {peer}: {e}");
+            }
+            drop(slot);
+        });
+    }
 }

@@ -106,6 +106,28 @@ impl HttpClient {
         })
     }
 
+    /// POST `body` as JSON to `url` once, in the background, ignoring the answer (5 s timeout):
+    /// for notices such as SGLang's `/abort_request` sent when a caller gave up. Does nothing
+    /// outside a tokio runtime.
+    pub(crate) fn post_detached(&self, url: String, body: serde_json::Value) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut request = self
+            .client
+            .post(url)
+            .json(&body)
+            .timeout(Duration::from_secs(5));
+        if let Some(token) = &self.bearer {
+            request = request.bearer_auth(token);
+        }
+        handle.spawn(async move {
+            if let Err(e) = request.send().await {
+                tracing::debug!("background notice failed: {e}");
+            }
+        });
+    }
+
     /// POST `body` as JSON to `url` and parse the JSON answer as `T`.
     ///
     /// Connection errors, timeouts and 5xx answers are retried with exponential backoff; after

@@ -267,6 +267,32 @@ fn parse_segment(response: WireResponse) -> Result<Segment, String> {
     })
 }
 
+/// Sends SGLang's `POST /abort_request {"rid"}` when dropped armed, i.e. when the request's
+/// future is dropped while the server still works on it.
+struct AbortOnDrop<'a> {
+    http: &'a HttpClient,
+    url: String,
+    rid: Option<String>,
+}
+
+impl AbortOnDrop<'_> {
+    fn disarm(mut self) {
+        self.rid = None;
+    }
+}
+
+impl Drop for AbortOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(rid) = self.rid.take() {
+            tracing::debug!("aborting abandoned request {rid}");
+            self.http.post_detached(
+                std::mem::take(&mut self.url),
+                serde_json::json!({"rid": rid}),
+            );
+        }
+    }
+}
+
 #[async_trait]
 impl InferenceBackend for SglangBackend {
     fn name(&self) -> &'static str {
@@ -291,8 +317,18 @@ impl InferenceBackend for SglangBackend {
             // Pinned before sending: the tokens of this segment come from this version.
             let version = self.version.load(Ordering::Acquire);
             let produced = tokens.len() as u32;
-            let body = wire_request(&request, &input_ids, produced, self.wire_rid(&request.rid));
-            let reply: WireResponse = self.http.post_json(&url, &body).await?;
+            let rid = self.wire_rid(&request.rid);
+            let body = wire_request(&request, &input_ids, produced, rid.clone());
+            // Dropped before the answer (the episode timed out or was cancelled): the server is
+            // told to stop decoding for nobody.
+            let abort = AbortOnDrop {
+                http: &self.http,
+                url: format!("{}/abort_request", in_flight.base()),
+                rid,
+            };
+            let reply = self.http.post_json::<_, WireResponse>(&url, &body).await;
+            abort.disarm();
+            let reply = reply?;
             let mut segment = parse_segment(reply).map_err(|m| EngineError::Unavailable {
                 backend: BACKEND,
                 message: format!("{url} answered an unexpected shape: {m}"),

@@ -319,3 +319,68 @@ async fn a_group_sharing_one_prompt_decodes_as_its_members_alone() {
     }
     busy.await.expect("task").expect("generate");
 }
+
+/// A request whose caller gave up (its future dropped: the episode timed out or was
+/// cancelled) leaves the batch at the next step instead of decoding for nobody (issue 15,
+/// class 4: abandoned sequences kept the engine busy and every later episode timed out).
+#[tokio::test]
+async fn abandoned_requests_stop_decoding() {
+    one_thread();
+    let engine = std::sync::Arc::new(
+        EmbeddedBackend::load(EmbeddedOptions {
+            model: default_model_path(),
+            max_batch: 8,
+            ..EmbeddedOptions::default()
+        })
+        .expect("the default model (run scripts/fetch-model.sh)"),
+    );
+    let long = |i: u32| GenerateRequest {
+        rid: format!("long-{i}"),
+        input_ids: vec![1, 2, 3, 4 + i],
+        sampling: SamplingParams {
+            max_new_tokens: 4000,
+            ignore_eos: true,
+            greedy: true,
+            ..SamplingParams::default()
+        },
+        image_data: Vec::new(),
+    };
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let e = engine.clone();
+            tokio::spawn(async move { e.generate(long(i)).await })
+        })
+        .collect();
+    let start = std::time::Instant::now();
+    while engine.sequences() < 8 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    for t in &tasks {
+        t.abort();
+    }
+    let dropped = std::time::Instant::now();
+    while engine.sequences() > 0 {
+        assert!(
+            dropped.elapsed() < std::time::Duration::from_secs(10),
+            "{} sequences still decoding for nobody",
+            engine.sequences()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // The engine then serves the next request at once.
+    let r = engine
+        .generate(GenerateRequest {
+            sampling: SamplingParams {
+                max_new_tokens: 4,
+                ..long(0).sampling
+            },
+            ..long(0)
+        })
+        .await
+        .expect("next request");
+    assert_eq!(r.output_tokens.len(), 4);
+}

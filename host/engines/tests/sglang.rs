@@ -367,3 +367,64 @@ async fn least_loaded_avoids_the_busy_server() {
     assert_eq!(r.output_tokens, vec![1]);
     assert_eq!((busy.calls(), idle.calls()), (1, 2));
 }
+
+/// A request dropped while the server works on it (the episode timed out or was cancelled) is
+/// aborted on the server with SGLang's `POST /abort_request {"rid"}` (issue 15, class 4).
+#[tokio::test]
+async fn a_dropped_request_is_aborted_on_the_server() {
+    let aborted: Arc<Mutex<Vec<Value>>> = Arc::new(Mutex::new(Vec::new()));
+    let seen = aborted.clone();
+    let generated: Arc<Mutex<Vec<Value>>> = Arc::new(Mutex::new(Vec::new()));
+    let gen_seen = generated.clone();
+    let app = axum::Router::new()
+        .route(
+            "/generate",
+            axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+                gen_seen.lock().expect("lock").push(body);
+                async move {
+                    // Decodes "forever".
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    (StatusCode::OK, answer(&[7], "stop").to_string())
+                }
+            }),
+        )
+        .route(
+            "/abort_request",
+            axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+                seen.lock().expect("lock").push(body);
+                async { StatusCode::OK }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let address = listener.local_addr().expect("address").to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let b = backend(
+        &[&address],
+        Routing::RoundRobin,
+        Arc::new(AtomicI32::new(0)),
+    );
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(300), b.generate(request("ep7", 16))).await;
+    assert!(gave_up.is_err(), "the caller gave up");
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(body) = aborted.lock().expect("lock").first() {
+            let sent = generated.lock().expect("lock")[0]["rid"].clone();
+            assert_eq!(body["rid"], sent, "the abort names the request's rid");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "no abort_request arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        aborted.lock().expect("lock").len(),
+        1,
+        "one abort per dropped request"
+    );
+}

@@ -203,6 +203,11 @@ struct Line<'a> {
 /// A batch being written on the blocking pool, with what to account once it is on disk.
 struct Writing {
     handle: tokio::task::JoinHandle<anyhow::Result<BatchFiles>>,
+    account: BatchAccount,
+}
+
+/// What a batch adds to the run's tallies once it is on disk.
+struct BatchAccount {
     rewards: Vec<f64>,
     truncated: usize,
     trajectories: usize,
@@ -225,8 +230,14 @@ struct Tally {
     reward_ms: Vec<f64>,
     rewards: Vec<f64>,
     truncated: usize,
-    keys: Option<Vec<String>>,
+    /// The batch's schema, fixed by the first accepted episode: each key's dtype and rank.
+    schema: Option<Vec<(String, rollbox_tensor::DType, usize)>>,
 }
+
+/// Tensor bytes of one batch at most (after padding). A batch that would be larger is split; a
+/// group that alone would be larger is dropped (`too_large`), so no group can make the
+/// controller allocate without bound.
+pub const MAX_BATCH_TENSOR_BYTES: usize = 4 << 30;
 
 fn episode_seed(base: u64, row: usize, sample: u32) -> u64 {
     // splitmix64 of the three, so seeds differ per row and sample and are stable across runs.
@@ -487,15 +498,27 @@ impl Rollout {
         if o.drop_incomplete_groups && accepted.len() < o.n_samples as usize {
             return Err("incomplete".into());
         }
-        // Every kept episode must carry the batch's key set (AReaL's concat requires it).
+        // Every kept episode must carry the batch's key set, each key with the batch's dtype
+        // and rank (AReaL's concat requires it): a group that cannot be assembled is dropped
+        // here, with its reason, instead of failing the batch.
         for (_, r, t) in &accepted {
-            let mut keys: Vec<String> = t.tensors.iter().map(|(k, _)| k.clone()).collect();
-            keys.sort();
-            match &tally.keys {
-                None => tally.keys = Some(keys),
-                Some(k) if *k != keys => {
-                    tracing::warn!(episode = %r.id, "returned keys {keys:?}, the batch has {k:?}; group dropped");
-                    return Err("key_mismatch".into());
+            let mut schema: Vec<(String, rollbox_tensor::DType, usize)> = t
+                .tensors
+                .iter()
+                .map(|(k, x)| (k.clone(), x.dtype(), x.rank()))
+                .collect();
+            schema.sort_by(|a, b| a.0.cmp(&b.0));
+            match &tally.schema {
+                None => tally.schema = Some(schema),
+                Some(k) if *k != schema => {
+                    let same_keys =
+                        k.len() == schema.len() && k.iter().zip(&schema).all(|(a, b)| a.0 == b.0);
+                    tracing::warn!(episode = %r.id, "returned {schema:?}, the batch has {k:?}; group dropped");
+                    return Err(if same_keys {
+                        "schema_mismatch".into()
+                    } else {
+                        "key_mismatch".into()
+                    });
                 }
                 Some(_) => {}
             }
@@ -660,6 +683,11 @@ impl Rollout {
     /// Assemble a batch and start writing it on the blocking pool; the batch before it (still
     /// being written) is committed first, so batches reach the disk in order while the
     /// controller goes on with episodes instead of waiting for each write.
+    ///
+    /// A batch that cannot be assembled or written as one file (its padded tensors over
+    /// [`MAX_BATCH_TENSOR_BYTES`], its safetensors header over the format's cap) is split in
+    /// halves; a single group that still fails is dropped with its reason recorded, and the run
+    /// goes on.
     async fn write_batch(
         &self,
         groups: Vec<(usize, Vec<Kept>)>,
@@ -667,14 +695,61 @@ impl Rollout {
         tally: &mut Tally,
         writing: &mut Option<Writing>,
     ) -> anyhow::Result<()> {
+        // Parts still to write, the next one last.
+        let mut parts = vec![groups];
+        while let Some(part) = parts.pop() {
+            match self.prepare_batch(&part, out) {
+                Ok((files, account)) => {
+                    let next = Writing {
+                        // The writes and fsyncs block: tokio's blocking pool runs them.
+                        handle: tokio::task::spawn_blocking(move || files.write().map(|()| files)),
+                        account,
+                    };
+                    Self::commit(writing.replace(next), out, tally).await?;
+                }
+                Err(e) if part.len() > 1 => {
+                    tracing::warn!(
+                        "batch {} of {} groups: {e:#}; writing it in two parts",
+                        out.next_batch,
+                        part.len()
+                    );
+                    let mut first = part;
+                    let second = first.split_off(first.len() / 2);
+                    parts.push(second);
+                    parts.push(first);
+                }
+                Err(e) => {
+                    let reason = match e.downcast_ref::<rollbox_tensor::TensorError>() {
+                        Some(rollbox_tensor::TensorError::TooLarge { .. }) => "too_large",
+                        _ => "assembly_failed",
+                    };
+                    for (row, _) in &part {
+                        tracing::warn!(
+                            "row {row}: its group cannot be written ({e:#}); dropped as {reason}"
+                        );
+                        tally.stats.groups_kept = tally.stats.groups_kept.saturating_sub(1);
+                        *tally.stats.groups_dropped.entry(reason.into()).or_insert(0) += 1;
+                        out.record_dropped(*row, reason)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The files of one batch, in memory, and what to account once they are written.
+    fn prepare_batch(
+        &self,
+        groups: &[(usize, Vec<Kept>)],
+        out: &mut OutputDir,
+    ) -> anyhow::Result<(BatchFiles, BatchAccount)> {
         let rows: Vec<usize> = groups.iter().map(|(r, _)| *r).collect();
         let kept: Vec<&Kept> = groups.iter().flat_map(|(_, k)| k.iter()).collect();
         let dicts: Vec<Vec<(String, &HostTensor)>> = kept
             .iter()
             .map(|k| k.tensors.iter().map(|(n, t)| (n.clone(), t)).collect())
             .collect();
-        let tensors = rollbox_tensor::concat_padded(&dicts, 0.0)
-            .map_err(|e| anyhow::anyhow!("assembling batch {}: {e}", out.next_batch))?;
+        let tensors = rollbox_tensor::concat_padded_within(&dicts, 0.0, MAX_BATCH_TENSOR_BYTES)?;
         let lines: Vec<&str> = kept
             .iter()
             .flat_map(|k| k.lines.iter().map(String::as_str))
@@ -690,7 +765,7 @@ impl Rollout {
             )?,
         );
         let files = out.prepare_batch(&tensors, meta, &rows, &lines)?;
-        let next = Writing {
+        let account = BatchAccount {
             rewards: kept
                 .iter()
                 .flat_map(|k| k.raw_rewards.iter().map(|&x| f64::from(x)))
@@ -700,10 +775,8 @@ impl Rollout {
                 .map(|k| k.truncated.iter().filter(|&&x| x).count())
                 .sum(),
             trajectories: lines.len(),
-            // The writes and fsyncs block: tokio's blocking pool runs them.
-            handle: tokio::task::spawn_blocking(move || files.write().map(|()| files)),
         };
-        Self::commit(writing.replace(next), out, tally).await
+        Ok((files, account))
     }
 
     /// Wait for a batch's write and record it (rows done, trajectories, rewards).
@@ -720,10 +793,14 @@ impl Rollout {
             .await
             .map_err(|e| anyhow::anyhow!("the batch writer thread failed: {e}"))??;
         let path = out.committed(files);
-        tracing::info!("wrote {} ({} trajectories)", path.display(), w.trajectories);
-        tally.rewards.extend(w.rewards);
-        tally.truncated += w.truncated;
-        tally.stats.trajectories += w.trajectories;
+        tracing::info!(
+            "wrote {} ({} trajectories)",
+            path.display(),
+            w.account.trajectories
+        );
+        tally.rewards.extend(w.account.rewards);
+        tally.truncated += w.account.truncated;
+        tally.stats.trajectories += w.account.trajectories;
         tally.stats.batches += 1;
         Ok(())
     }

@@ -166,7 +166,6 @@ impl OutputDir {
         trajectories: &[&str],
     ) -> anyhow::Result<BatchFiles> {
         let n = self.next_batch;
-        self.next_batch += 1;
         metadata.insert("batch".into(), n.to_string());
         metadata.insert("rows".into(), serde_json::to_string(rows)?);
         // `trajectories` are serialized JSON objects: the header holds them as one JSON list.
@@ -175,6 +174,9 @@ impl OutputDir {
             format!("[{}]", trajectories.join(",")),
         );
         let safetensors = rollbox_tensor::to_safetensors_bytes(tensors, &metadata)?;
+        // Numbered only once it can be written: a batch refused here is split or dropped by
+        // the controller and leaves no gap.
+        self.next_batch += 1;
         let mut lines = String::with_capacity(trajectories.iter().map(|t| t.len() + 1).sum());
         for t in trajectories {
             lines.push_str(t);

@@ -225,18 +225,7 @@ impl Runtime {
     }
 
     fn compile(&self, path: &Path) -> anyhow::Result<(ComponentInfo, Component)> {
-        let meta = std::fs::metadata(path)
-            .with_context(|| format!("cannot read component {}", path.display()))?;
-        if meta.len() > MAX_COMPONENT_FILE_BYTES {
-            bail!(
-                "{} is {} bytes, over the {} byte limit for a component file",
-                path.display(),
-                meta.len(),
-                MAX_COMPONENT_FILE_BYTES
-            );
-        }
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("cannot read component {}", path.display()))?;
+        let bytes = read_component_file(path)?;
         check_header(path, &bytes)?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
         let component = self
@@ -258,13 +247,63 @@ impl Runtime {
         let info = ComponentInfo {
             path: path.to_path_buf(),
             sha256,
-            size_bytes: meta.len(),
+            size_bytes: bytes.len() as u64,
             world,
             imports,
             exports,
         };
         Ok((info, component))
     }
+}
+
+/// Read a component file: a regular file (a symlink to one is followed) of at most
+/// [`MAX_COMPONENT_FILE_BYTES`]. A directory, FIFO, socket or device (`/dev/zero`) is refused
+/// without reading from it: the file is opened non-blocking (a FIFO with no writer would block
+/// the open) and checked on the open descriptor, and the read is bounded even if the file grows.
+fn read_component_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options
+        .open(path)
+        .with_context(|| format!("cannot read component {}", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read component {}", path.display()))?;
+    if meta.is_dir() {
+        bail!(
+            "{} is a directory; pass the component's .wasm file",
+            path.display()
+        );
+    }
+    if !meta.is_file() {
+        bail!(
+            "{} is not a regular file (a device, FIFO or socket); pass the component's .wasm file",
+            path.display()
+        );
+    }
+    let too_big = || {
+        anyhow::anyhow!(
+            "{} is over the {MAX_COMPONENT_FILE_BYTES} byte limit for a component file",
+            path.display()
+        )
+    };
+    if meta.len() > MAX_COMPONENT_FILE_BYTES {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_COMPONENT_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read component {}", path.display()))?;
+    if bytes.len() as u64 > MAX_COMPONENT_FILE_BYTES {
+        return Err(too_big());
+    }
+    Ok(bytes)
 }
 
 fn check_name(what: &str, name: &str) -> anyhow::Result<()> {

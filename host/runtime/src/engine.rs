@@ -2,7 +2,9 @@
 //!
 //! Policy (AReaL's `agenerate` semantics): one sample per request; `max-new-tokens` clamped to
 //! `max-tokens - len(input-ids)` (0 or less is an `invalid-argument` value) and to what is left
-//! of the episode's token budget; the backend's eos/pad ids added to the stop ids unless the
+//! of the episode's token budget, which each request reserves before it is dispatched (the
+//! requests of one `generate-many` share the budget in request order; what a request did not
+//! generate is given back when it returns); the backend's eos/pad ids added to the stop ids unless the
 //! request opts out; every output token stamped with the policy version.
 //!
 //! Limits: `max_generate_calls` and `max_generated_tokens` per episode (soft: reported once as
@@ -81,6 +83,8 @@ impl EpisodeCtx {
             )));
         };
         let max_new = u64::from(g.max_new_tokens).min(room).min(budget) as u32;
+        // Reserved now, settled in `account`: concurrent requests cannot overrun the budget.
+        self.generated_tokens += u64::from(max_new);
         let mut stop_token_ids = g.stop_token_ids.clone();
         if !g.exclude_default_stop_ids {
             for id in self.services.default_stop_ids() {
@@ -108,11 +112,16 @@ impl EpisodeCtx {
         }))
     }
 
-    /// Count what the backend produced against the episode budget.
-    fn account(&mut self, result: &Result<ModelResponse, Error>) {
-        if let Ok(r) = result {
-            self.generated_tokens += r.output_tokens.len() as u64;
-        }
+    /// Settle a request's reservation of `reserved` tokens against what the backend produced
+    /// (never more than reserved: `execute` refuses a longer answer).
+    fn account(&mut self, reserved: u32, result: &Result<ModelResponse, Error>) {
+        let used = match result {
+            Ok(r) => (r.output_tokens.len() as u64).min(u64::from(reserved)),
+            Err(_) => 0,
+        };
+        self.generated_tokens = self
+            .generated_tokens
+            .saturating_sub(u64::from(reserved) - used);
     }
 }
 
@@ -179,8 +188,9 @@ impl engine::Host for StoreState {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
+        let reserved = prepared.request.sampling.max_new_tokens;
         let result = execute(prepared).await;
-        self.ctx.account(&result);
+        self.ctx.account(reserved, &result);
         Ok(result)
     }
 
@@ -197,19 +207,32 @@ impl engine::Host for StoreState {
         let mut results: Vec<Option<Result<ModelResponse, Error>>> =
             Vec::with_capacity(requests.len());
         let mut set = JoinSet::new();
+        // A limit reached by one request of the call is reported for the rest of it (one
+        // refusal; a second would trap the guest for a single call).
+        let mut limit: Option<Error> = None;
         for (index, req) in requests.into_iter().enumerate() {
+            if let Some(e) = &limit {
+                results.push(Some(Err(e.clone())));
+                continue;
+            }
             match self.ctx.prepare(req)? {
                 Ok(p) => {
                     results.push(None);
-                    set.spawn(async move { (index, execute(p).await) });
+                    let reserved = p.request.sampling.max_new_tokens;
+                    set.spawn(async move { (index, reserved, execute(p).await) });
                 }
-                Err(e) => results.push(Some(Err(e))),
+                Err(e) => {
+                    if matches!(e, Error::LimitExceeded(_)) {
+                        limit = Some(e.clone());
+                    }
+                    results.push(Some(Err(e)));
+                }
             }
         }
         while let Some(joined) = set.join_next().await {
-            let (index, result) =
+            let (index, reserved, result) =
                 joined.map_err(|e| wasmtime::format_err!("generate task failed: {e}"))?;
-            self.ctx.account(&result);
+            self.ctx.account(reserved, &result);
             results[index] = Some(result);
         }
         Ok(results

@@ -207,6 +207,8 @@ impl Runtime {
         request: EpisodeRequest,
         limits: Arc<Limits>,
     ) -> EpisodeReport {
+        // Wait for a pool slot first: the episode's deadline starts with its store.
+        let _slot = self.episode_slots.take().await;
         let start = Instant::now();
         let mut store = new_store(
             &self.engine,
@@ -214,6 +216,7 @@ impl Runtime {
             self.services.clone(),
             request.id.clone(),
             limits,
+            request.seed,
         );
         let input = EpisodeInput {
             episode_id: request.id.clone(),
@@ -276,22 +279,27 @@ fn take_output(
     output: EpisodeOutput,
 ) -> Result<Trajectory, GuestFault> {
     let table = &mut store.data_mut().table;
-    let mut tensors = Vec::with_capacity(output.tensors.len());
+    if output.tensors.len() > rollbox_tensor::MAX_KEYS {
+        return Err(GuestFault::InvalidOutput {
+            message: format!(
+                "the tensor dict has {} keys; at most {} are allowed",
+                output.tensors.len(),
+                rollbox_tensor::MAX_KEYS
+            ),
+        });
+    }
+    let mut tensors: Vec<(String, HostTensor)> = Vec::with_capacity(output.tensors.len());
+    let mut seen = std::collections::HashSet::with_capacity(output.tensors.len());
     for (name, handle) in output.tensors {
+        rollbox_tensor::check_key_name(&name).map_err(|e| GuestFault::InvalidOutput {
+            message: e.to_string(),
+        })?;
         let tensor = table
             .delete(handle)
             .map_err(|e| GuestFault::InvalidOutput {
                 message: format!("tensor `{name}` is not a live tensor handle: {e}"),
             })?;
-        if name.is_empty() {
-            return Err(GuestFault::InvalidOutput {
-                message: "a returned tensor has an empty name".into(),
-            });
-        }
-        if tensors
-            .iter()
-            .any(|(k, _): &(String, HostTensor)| *k == name)
-        {
+        if !seen.insert(name.clone()) {
             return Err(GuestFault::InvalidOutput {
                 message: format!("the tensor dict has the key `{name}` twice; keys must be unique"),
             });

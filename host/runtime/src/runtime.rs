@@ -76,6 +76,11 @@ pub struct Runtime {
     pub(crate) services: Arc<Services>,
     pub(crate) config: RuntimeConfig,
     pooled: bool,
+    /// Workflow instances alive at once: the pool's slots less the untrusted-call pool's (each
+    /// reward or tool call holds one more instance) and the reaper's backlog. Episodes past it wait for a slot before
+    /// their store is made (and their deadline starts) instead of failing to instantiate when
+    /// more are in flight than the pool holds.
+    pub(crate) episode_slots: crate::slots::Slots,
 }
 
 impl Runtime {
@@ -91,7 +96,16 @@ impl Runtime {
             bindings::tool::Tool::add_to_linker::<_, HasSelf<_>>(l, |s| s)
         })?;
         let cache = ComponentCache::new(config.cache_dir.clone(), &engine);
+        let episode_slots = if pooled {
+            // Up to 64 more: the reaper's backlog of large instances still being torn down.
+            let n = config.max_instances as usize;
+            n.saturating_sub(services.untrusted_pool_size() + (n / 8).min(64))
+                .max(1)
+        } else {
+            usize::MAX >> 1
+        };
         Ok(Runtime {
+            episode_slots: crate::slots::Slots::new(episode_slots),
             engine,
             workflow_linker,
             reward_linker,

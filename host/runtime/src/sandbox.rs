@@ -40,8 +40,9 @@ pub(crate) fn new_store(
     services: Arc<Services>,
     id: String,
     limits: Arc<Limits>,
+    seed: u64,
 ) -> Store<StoreState> {
-    let state = StoreState::new(id, limits.clone(), services);
+    let state = StoreState::new(id, limits.clone(), services, seed);
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_hostcall_fuel(limits.max_boundary_bytes);

@@ -34,8 +34,11 @@ impl WasiView for StoreState {
 
 impl StoreState {
     /// A state with a deny-everything WASI context: no preopens, no env, no args, no network,
-    /// closed stdin, captured and bounded stdout/stderr.
-    pub(crate) fn new(id: String, limits: Arc<Limits>, services: Arc<Services>) -> Self {
+    /// closed stdin, captured and bounded stdout/stderr, and random numbers from a generator
+    /// seeded with `seed` (so a re-run of the same episode sees the same numbers; nothing in
+    /// the sandbox needs unpredictable ones). Clocks are the host's.
+    pub(crate) fn new(id: String, limits: Arc<Limits>, services: Arc<Services>, seed: u64) -> Self {
+        use rand10::SeedableRng as _;
         let stdout = CapturedOutput::new(limits.max_stdout_bytes);
         let stderr = CapturedOutput::new(limits.max_stderr_bytes);
         let mut wasi = WasiCtxBuilder::new();
@@ -44,7 +47,10 @@ impl StoreState {
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
-            .max_random_size(1 << 20);
+            .max_random_size(1 << 20)
+            .secure_random(rand10::rngs::StdRng::seed_from_u64(seed))
+            .insecure_random(rand10::rngs::StdRng::seed_from_u64(!seed))
+            .insecure_random_seed(u128::from(seed));
         let mut table = ResourceTable::new();
         table.set_max_capacity(limits.max_handles.saturating_add(16));
         StoreState {

@@ -40,6 +40,30 @@ fn invalid(e: TensorError) -> Error {
 }
 
 impl StoreState {
+    /// Tensor bytes this episode may still create.
+    fn tensor_budget(&self) -> usize {
+        self.ctx
+            .limits
+            .max_tensor_bytes
+            .saturating_sub(self.ctx.tensor_bytes)
+    }
+
+    /// A refused or failed tensor operation as the guest sees it: a result over the episode's
+    /// tensor bytes is a soft limit (planned before any allocation), anything else an
+    /// `invalid-argument` value.
+    fn tensor_error(&mut self, e: TensorError) -> wasmtime::Result<Error> {
+        match e {
+            TensorError::TooLarge { .. } => {
+                let msg = self.ctx.refuse(format!(
+                    "{e}: this episode may create {} bytes of tensors in all; raise it with --max-tensor-bytes",
+                    self.ctx.limits.max_tensor_bytes
+                ))?;
+                Ok(Error::LimitExceeded(msg))
+            }
+            other => Ok(invalid(other)),
+        }
+    }
+
     /// Admit a new tensor against the episode's limits and put it in the table.
     fn admit(&mut self, t: HostTensor) -> wasmtime::Result<Result<Resource<HostTensor>, Error>> {
         let bytes = t.size_in_bytes();
@@ -123,13 +147,17 @@ impl tensor::Host for StoreState {
         &mut self,
         tensors: Vec<Resource<HostTensor>>,
     ) -> wasmtime::Result<Result<Resource<HostTensor>, Error>> {
-        let mut refs = Vec::with_capacity(tensors.len());
-        for r in &tensors {
-            refs.push(self.table.get(r)?);
-        }
-        match rollbox_tensor::concat(&refs) {
+        let budget = self.tensor_budget();
+        let out = {
+            let mut refs = Vec::with_capacity(tensors.len());
+            for r in &tensors {
+                refs.push(self.table.get(r)?);
+            }
+            rollbox_tensor::concat_within(&refs, budget)
+        };
+        match out {
             Ok(t) => self.admit(t),
-            Err(e) => Ok(Err(invalid(e))),
+            Err(e) => Ok(Err(self.tensor_error(e)?)),
         }
     }
 
@@ -138,6 +166,7 @@ impl tensor::Host for StoreState {
         dicts: Vec<Vec<(String, Resource<HostTensor>)>>,
         pad_value: f64,
     ) -> wasmtime::Result<Result<Vec<(String, Resource<HostTensor>)>, Error>> {
+        let budget = self.tensor_budget();
         let out = {
             let mut views = Vec::with_capacity(dicts.len());
             for dict in &dicts {
@@ -147,11 +176,11 @@ impl tensor::Host for StoreState {
                 }
                 views.push(view);
             }
-            rollbox_tensor::concat_padded(&views, pad_value)
+            rollbox_tensor::concat_padded_within(&views, pad_value, budget)
         };
         let out = match out {
             Ok(o) => o,
-            Err(e) => return Ok(Err(invalid(e))),
+            Err(e) => return Ok(Err(self.tensor_error(e)?)),
         };
         let mut handles = Vec::with_capacity(out.len());
         for (k, t) in out {

@@ -31,6 +31,10 @@ fn parse_json(what: &str, text: &str) -> Result<Value, Error> {
         .map_err(|e| Error::InvalidArgument(format!("{what} is not valid JSON: {e}")))
 }
 
+fn chat_options_len(o: &ChatOptions) -> usize {
+    o.tools.as_ref().map_or(0, String::len) + o.extra.as_ref().map_or(0, String::len)
+}
+
 fn options(o: &ChatOptions) -> Result<HostChatOptions, Error> {
     Ok(HostChatOptions {
         add_generation_prompt: o.add_generation_prompt,
@@ -47,15 +51,33 @@ fn options(o: &ChatOptions) -> Result<HostChatOptions, Error> {
     })
 }
 
+/// Inputs of more bytes than this are tokenized on tokio's blocking pool instead of the async
+/// worker: the work is linear (n log n for one long word) but a few MiB still take
+/// milliseconds, and the workers also answer `/healthz` and run every other episode. The
+/// episode's deadline holds around it (the outer timeout of `sandbox::guarded`).
+const OFFLOAD_BYTES: usize = 64 << 10;
+
 impl StoreState {
-    fn with_tokenizer<T>(
+    /// Run `f` with the tokenizer: inline for small inputs, on the blocking pool past
+    /// [`OFFLOAD_BYTES`]. (The future holds no borrow of the store, only the tokenizer.)
+    fn with_tokenizer<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&rollbox_tokenizer::HostTokenizer) -> Result<T, Error>,
-    ) -> wasmtime::Result<Result<T, Error>> {
-        Ok(match self.ctx.services.tokenizer() {
-            Some(t) => f(t),
-            None => Err(no_tokenizer()),
-        })
+        input_bytes: usize,
+        f: impl FnOnce(&rollbox_tokenizer::HostTokenizer) -> Result<T, Error> + Send + 'static,
+    ) -> impl std::future::Future<Output = wasmtime::Result<Result<T, Error>>> + Send + 'static
+    {
+        let tokenizer = self.ctx.services.tokenizer().cloned();
+        async move {
+            let Some(t) = tokenizer else {
+                return Ok(Err(no_tokenizer()));
+            };
+            if input_bytes <= OFFLOAD_BYTES {
+                return Ok(f(&t));
+            }
+            tokio::task::spawn_blocking(move || f(&t))
+                .await
+                .map_err(|e| wasmtime::format_err!("tokenizer task failed: {e}"))
+        }
     }
 }
 
@@ -65,7 +87,10 @@ impl tokenizer::Host for StoreState {
         text: String,
         add_special_tokens: bool,
     ) -> wasmtime::Result<Result<Vec<u32>, Error>> {
-        self.with_tokenizer(|t| t.encode(&text, add_special_tokens).map_err(to_error))
+        self.with_tokenizer(text.len(), move |t| {
+            t.encode(&text, add_special_tokens).map_err(to_error)
+        })
+        .await
     }
 
     async fn decode(
@@ -73,7 +98,10 @@ impl tokenizer::Host for StoreState {
         ids: Vec<u32>,
         skip_special_tokens: bool,
     ) -> wasmtime::Result<Result<String, Error>> {
-        self.with_tokenizer(|t| t.decode(&ids, skip_special_tokens).map_err(to_error))
+        self.with_tokenizer(ids.len() * 4, move |t| {
+            t.decode(&ids, skip_special_tokens).map_err(to_error)
+        })
+        .await
     }
 
     async fn apply_chat_template(
@@ -81,11 +109,13 @@ impl tokenizer::Host for StoreState {
         messages: String,
         options: ChatOptions,
     ) -> wasmtime::Result<Result<Vec<u32>, Error>> {
-        self.with_tokenizer(|t| {
+        let size = messages.len() + chat_options_len(&options);
+        self.with_tokenizer(size, move |t| {
             let messages = parse_json("messages", &messages)?;
             t.apply_chat_template(&messages, &self::options(&options)?)
                 .map_err(to_error)
         })
+        .await
     }
 
     async fn render_chat_template(
@@ -93,11 +123,13 @@ impl tokenizer::Host for StoreState {
         messages: String,
         options: ChatOptions,
     ) -> wasmtime::Result<Result<String, Error>> {
-        self.with_tokenizer(|t| {
+        let size = messages.len() + chat_options_len(&options);
+        self.with_tokenizer(size, move |t| {
             let messages = parse_json("messages", &messages)?;
             t.render_chat_template(&messages, &self::options(&options)?)
                 .map_err(to_error)
         })
+        .await
     }
 
     async fn special_tokens(&mut self) -> wasmtime::Result<SpecialTokenIds> {

@@ -178,7 +178,11 @@ async fn attempt<T>(
     let services = NO_SERVICES
         .get_or_init(|| Arc::new(Services::new()))
         .clone();
-    let mut store = new_store(engine, fuel, services, id, limits);
+    // The call's random numbers are seeded by its id (FNV-1a), so a re-run sees the same ones.
+    let seed = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let mut store = new_store(engine, fuel, services, id, limits, seed);
     let result = match guarded(&mut store, call).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(message)) => Err(GuestFault::GuestError {

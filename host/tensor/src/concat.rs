@@ -8,11 +8,24 @@
 use candle_core::{Device, Storage, Tensor, WithDType};
 use half::bf16;
 
-use crate::data::element_count;
+use crate::data::{check_shape, element_count};
 use crate::{DType, HostTensor, TensorError};
 
 /// Concatenate tensors along dimension 0. All must share dtype, rank and trailing dims.
 pub fn concat(tensors: &[&HostTensor]) -> Result<HostTensor, TensorError> {
+    concat_within(tensors, usize::MAX)
+}
+
+/// [`concat`], refused with [`TensorError::TooLarge`] before anything is allocated when the
+/// result would take more than `max_bytes`.
+pub fn concat_within(tensors: &[&HostTensor], max_bytes: usize) -> Result<HostTensor, TensorError> {
+    let shape = concat_shape(tensors)?;
+    check_budget("concat", &[(shape.clone(), tensors[0].dtype())], max_bytes)?;
+    cat_dim0(tensors)
+}
+
+/// The shape `concat` would produce, after checking dtypes, ranks and trailing dims.
+fn concat_shape(tensors: &[&HostTensor]) -> Result<Vec<usize>, TensorError> {
     let first = tensors.first().ok_or(TensorError::Invalid {
         op: "concat",
         message: "no tensors given".into(),
@@ -42,12 +55,59 @@ pub fn concat(tensors: &[&HostTensor]) -> Result<HostTensor, TensorError> {
                 got: t.shape().to_vec(),
             });
         }
-        rows += t.shape()[0];
+        rows = rows
+            .checked_add(t.shape()[0])
+            .ok_or_else(|| TensorError::Invalid {
+                op: "concat",
+                message: "the number of rows overflows".into(),
+            })?;
     }
+    let mut shape = vec![rows];
+    shape.extend_from_slice(tail);
+    check_shape("concat", &shape)?;
+    Ok(shape)
+}
+
+/// Bytes the tensors of `shapes` take together, in `u128` (cannot overflow: ranks and
+/// dimension products are bounded by [`check_shape`]).
+fn planned_bytes(shapes: &[(Vec<usize>, DType)]) -> u128 {
+    shapes
+        .iter()
+        .map(|(shape, dtype)| {
+            shape.iter().fold(dtype.size_in_bytes() as u128, |acc, &d| {
+                acc.saturating_mul(d as u128)
+            })
+        })
+        .fold(0u128, u128::saturating_add)
+}
+
+fn check_budget(
+    op: &'static str,
+    shapes: &[(Vec<usize>, DType)],
+    max_bytes: usize,
+) -> Result<(), TensorError> {
+    let bytes = planned_bytes(shapes);
+    if bytes > max_bytes as u128 {
+        let shape = shapes
+            .iter()
+            .map(|(s, d)| format!("{s:?} {d}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(TensorError::TooLarge {
+            op,
+            bytes,
+            limit: max_bytes,
+            shape,
+        });
+    }
+    Ok(())
+}
+
+/// `torch.cat(.., dim=0)` of tensors already checked by [`concat_shape`].
+fn cat_dim0(tensors: &[&HostTensor]) -> Result<HostTensor, TensorError> {
     let parts: Vec<&Tensor> = tensors.iter().map(|t| t.as_candle()).collect();
-    debug_assert_eq!(rows, parts.iter().map(|t| t.dims()[0]).sum::<usize>());
     let inner = Tensor::cat(&parts, 0).map_err(|e| TensorError::device("concat", e))?;
-    HostTensor::from_candle(inner, first.dtype())
+    HostTensor::from_candle(inner, tensors[0].dtype())
 }
 
 /// AReaL's `concat_padded_tensors` over dicts given as `(key, tensor)` lists.
@@ -57,6 +117,16 @@ pub fn concat(tensors: &[&HostTensor]) -> Result<HostTensor, TensorError> {
 pub fn concat_padded(
     dicts: &[Vec<(String, &HostTensor)>],
     pad_value: f64,
+) -> Result<Vec<(String, HostTensor)>, TensorError> {
+    concat_padded_within(dicts, pad_value, usize::MAX)
+}
+
+/// [`concat_padded`], refused with [`TensorError::TooLarge`] before anything is allocated when
+/// the padded results together would take more than `max_bytes`.
+pub fn concat_padded_within(
+    dicts: &[Vec<(String, &HostTensor)>],
+    pad_value: f64,
+    max_bytes: usize,
 ) -> Result<Vec<(String, HostTensor)>, TensorError> {
     let Some(first) = dicts.first() else {
         return Ok(Vec::new());
@@ -88,7 +158,8 @@ pub fn concat_padded(
             });
         }
     }
-    let mut out = Vec::with_capacity(first.len());
+    // Plan every key (checks and output shapes) before allocating any.
+    let mut plans = Vec::with_capacity(first.len());
     for (key, _) in first {
         let values: Vec<&HostTensor> = dicts
             .iter()
@@ -107,7 +178,17 @@ pub fn concat_padded(
         } else {
             pad_value
         };
-        out.push((key.clone(), pad_cat_dim0(key, &values, pad)?));
+        let shape = padded_shape(key, &values, pad)?;
+        plans.push((key, values, pad, shape));
+    }
+    let shapes: Vec<(Vec<usize>, DType)> = plans
+        .iter()
+        .map(|(_, v, _, s)| (s.clone(), v[0].dtype()))
+        .collect();
+    check_budget("concat_padded", &shapes, max_bytes)?;
+    let mut out = Vec::with_capacity(plans.len());
+    for (key, values, pad, shape) in plans {
+        out.push((key.clone(), pad_cat_dim0(&values, &shape, pad)?));
     }
     Ok(out)
 }
@@ -118,8 +199,8 @@ fn sorted_keys(dict: &[(String, &HostTensor)]) -> Vec<String> {
     keys
 }
 
-/// AReaL's `_pad_cat_dim0` for one key.
-fn pad_cat_dim0(key: &str, values: &[&HostTensor], pad: f64) -> Result<HostTensor, TensorError> {
+/// The output shape of AReaL's `_pad_cat_dim0` for one key, after its checks.
+fn padded_shape(key: &str, values: &[&HostTensor], pad: f64) -> Result<Vec<usize>, TensorError> {
     let first = values[0];
     let rank = first.rank();
     for t in values {
@@ -145,31 +226,52 @@ fn pad_cat_dim0(key: &str, values: &[&HostTensor], pad: f64) -> Result<HostTenso
             op: "concat_padded",
             key: key.into(),
         }),
-        1 => concat(values),
+        1 => concat_shape(values),
         _ => {
             let mut max_tail = first.shape()[1..].to_vec();
             let mut rows = 0usize;
             for t in values {
-                rows += t.shape()[0];
+                rows = rows
+                    .checked_add(t.shape()[0])
+                    .ok_or_else(|| TensorError::Invalid {
+                        op: "concat_padded",
+                        message: format!("`{key}`: the number of rows overflows"),
+                    })?;
                 for (m, &d) in max_tail.iter_mut().zip(&t.shape()[1..]) {
                     *m = (*m).max(d);
                 }
             }
             let mut shape = vec![rows];
             shape.extend_from_slice(&max_tail);
+            check_shape("concat_padded", &shape).map_err(|e| TensorError::Invalid {
+                op: "concat_padded",
+                message: format!("`{key}`: {e}"),
+            })?;
             element_count(&shape).ok_or(TensorError::Invalid {
                 op: "concat_padded",
                 message: format!("`{key}`: padded shape {shape:?} overflows"),
             })?;
             check_pad(key, first.dtype(), pad)?;
-            let inner = match cpu_pad_cat(values, &shape, pad) {
-                Some(t) => t,
-                None => device_pad_cat(values, &max_tail, pad),
-            }
-            .map_err(|e| TensorError::device("concat_padded", e))?;
-            HostTensor::from_candle(inner, first.dtype())
+            Ok(shape)
         }
     }
+}
+
+/// AReaL's `_pad_cat_dim0` for one key, into the shape [`padded_shape`] planned.
+fn pad_cat_dim0(
+    values: &[&HostTensor],
+    shape: &[usize],
+    pad: f64,
+) -> Result<HostTensor, TensorError> {
+    if values[0].rank() == 1 {
+        return cat_dim0(values);
+    }
+    let inner = match cpu_pad_cat(values, shape, pad) {
+        Some(t) => t,
+        None => device_pad_cat(values, &shape[1..], pad),
+    }
+    .map_err(|e| TensorError::device("concat_padded", e))?;
+    HostTensor::from_candle(inner, values[0].dtype())
 }
 
 /// torch refuses a fill value the dtype cannot hold (`fill_` raises); so do we, naming the key.
@@ -307,10 +409,50 @@ fn pad_into<T: Copy>(dst: &mut Vec<T>, src: &[T], shape: &[usize], tail: &[usize
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TensorData;
+    use crate::{MAX_RANK, TensorData};
 
     fn t(data: TensorData, shape: &[usize]) -> HostTensor {
         HostTensor::new(data, shape.to_vec()).expect("valid tensor")
+    }
+
+    #[test]
+    fn sizes_are_checked_before_anything_is_allocated() {
+        // A zero-element tensor naming huge dims, padded against a small one: 4 TiB planned,
+        // refused by the budget (and by plain arithmetic without one), never allocated.
+        let huge = t(TensorData::I32(vec![]), &[0, u32::MAX as usize, 256]);
+        let small = t(TensorData::I32(vec![1]), &[1, 1, 1]);
+        let dicts = [vec![("x".into(), &huge)], vec![("x".into(), &small)]];
+        let err = concat_padded_within(&dicts, 0.0, 1 << 30).expect_err("4 TiB");
+        assert!(matches!(err, TensorError::TooLarge { .. }), "{err}");
+        // Dims whose product is absurd are refused at creation.
+        let err = HostTensor::new(
+            TensorData::I32(vec![]),
+            vec![0, u32::MAX as usize, u32::MAX as usize],
+        )
+        .expect_err("product over 2^40");
+        assert!(
+            err.to_string().contains("product of its dimensions"),
+            "{err}"
+        );
+        // Ranks are bounded.
+        let deep = HostTensor::new(TensorData::I32(vec![1]), vec![1; MAX_RANK + 1]);
+        assert!(deep.expect_err("rank").to_string().contains("dimensions"));
+        let top = t(TensorData::I32(vec![1]), &[1; MAX_RANK]);
+        top.unsqueeze(0).expect_err("no dimension past MAX_RANK");
+        // Many borrows of one tensor: the sum is checked first.
+        let big = t(TensorData::U8(vec![0; 1 << 20]), &[1, 1 << 20]);
+        let many: Vec<&HostTensor> = std::iter::repeat_n(&big, 200).collect();
+        let err = concat_within(&many, 64 << 20).expect_err("200 MiB");
+        assert!(
+            err.to_string().contains("over the 67108864 bytes allowed"),
+            "{err}"
+        );
+        assert_eq!(
+            concat_within(&many[..64], 64 << 20)
+                .expect("64 MiB")
+                .shape(),
+            &[64, 1 << 20]
+        );
     }
 
     #[test]

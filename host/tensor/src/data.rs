@@ -154,6 +154,7 @@ impl HostTensor {
         shape: Vec<usize>,
         device: &Device,
     ) -> Result<Self, TensorError> {
+        check_shape("create", &shape)?;
         let expected = element_count(&shape).ok_or_else(|| TensorError::Invalid {
             op: "create",
             message: format!("shape {shape:?} overflows the element count"),
@@ -291,6 +292,15 @@ impl HostTensor {
                 ),
             });
         }
+        if self.rank() >= MAX_RANK {
+            return Err(TensorError::Invalid {
+                op: "unsqueeze",
+                message: format!(
+                    "a {}D tensor cannot gain a dimension: at most {MAX_RANK} dimensions",
+                    self.rank()
+                ),
+            });
+        }
         let inner = self
             .inner
             .unsqueeze(dim)
@@ -305,6 +315,43 @@ impl HostTensor {
 /// Product of the dims, `None` on overflow.
 pub(crate) fn element_count(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
+/// Most dimensions a tensor may have (torch allows 64; trajectories use 1-3). Bounds the
+/// per-dimension work (and recursion) of every operation on a guest's shape.
+pub const MAX_RANK: usize = 16;
+
+/// Largest product of a shape's dimensions, counting a 0 as 1 (2^40). A tensor with no elements
+/// can still name huge dimensions (`[0, 2^32-1, 2^32-1]`), which padding would then try to
+/// fill; this bound keeps every stride and every padded size within checked `u128`/`usize`
+/// arithmetic, and the byte budgets of [`crate::concat_within`] decide what is allocated.
+pub const MAX_DIM_PRODUCT: u128 = 1 << 40;
+
+/// Refuse a shape with more than [`MAX_RANK`] dimensions or dimensions whose product (zeros
+/// counted as 1) exceeds [`MAX_DIM_PRODUCT`].
+pub(crate) fn check_shape(op: &'static str, shape: &[usize]) -> Result<(), TensorError> {
+    if shape.len() > MAX_RANK {
+        return Err(TensorError::Invalid {
+            op,
+            message: format!(
+                "a shape of {} dimensions; at most {MAX_RANK} are allowed",
+                shape.len()
+            ),
+        });
+    }
+    let mut product: u128 = 1;
+    for &d in shape {
+        product = product.saturating_mul(d.max(1) as u128);
+    }
+    if product > MAX_DIM_PRODUCT {
+        return Err(TensorError::Invalid {
+            op,
+            message: format!(
+                "shape {shape:?}: the product of its dimensions (zeros counted as 1) is over {MAX_DIM_PRODUCT}"
+            ),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -323,7 +370,10 @@ mod tests {
         assert_eq!(scalar.data().expect("data"), TensorData::F32(vec![1.0]));
         let huge =
             HostTensor::new(TensorData::U8(vec![]), vec![usize::MAX, 2]).expect_err("overflow");
-        assert!(huge.to_string().contains("overflows"));
+        assert!(
+            huge.to_string().contains("product of its dimensions"),
+            "{huge}"
+        );
     }
 
     #[test]

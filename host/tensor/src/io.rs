@@ -94,6 +94,7 @@ pub fn to_safetensors_bytes(
     let views = tensors
         .iter()
         .map(|(name, t)| {
+            crate::check_key_name(name)?;
             Ok((
                 name.as_str(),
                 Bytes {
@@ -105,15 +106,38 @@ pub fn to_safetensors_bytes(
         })
         .collect::<Result<Vec<_>, TensorError>>()?;
     let info: HashMap<String, String> = metadata.clone().into_iter().collect();
-    safetensors::serialize(
+    let bytes = safetensors::serialize(
         views.iter().map(|(n, b)| (*n, b)),
         (!info.is_empty()).then_some(info),
     )
     .map_err(|e| TensorError::Invalid {
         op: "write_safetensors",
         message: e.to_string(),
-    })
+    })?;
+    // Readers refuse a header over the format's cap (the `safetensors` package and crate both
+    // do): a file with one would be written and then be unreadable.
+    let header = bytes
+        .get(..8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_le_bytes);
+    if header > MAX_SAFETENSORS_HEADER_BYTES as u64 {
+        return Err(TensorError::TooLarge {
+            op: "write_safetensors (header)",
+            bytes: u128::from(header),
+            limit: MAX_SAFETENSORS_HEADER_BYTES,
+            shape: format!(
+                "{} tensors and {} metadata bytes",
+                tensors.len(),
+                metadata.values().map(String::len).sum::<usize>()
+            ),
+        });
+    }
+    Ok(bytes)
 }
+
+/// The largest safetensors header (JSON: tensor names, shapes, offsets and metadata) readers
+/// accept, bytes.
+pub const MAX_SAFETENSORS_HEADER_BYTES: usize = 100_000_000;
 
 /// Write tensors and metadata to `path` atomically (temp file + fsync + rename).
 pub fn write_safetensors(

@@ -24,14 +24,16 @@ mod io;
 mod validate;
 
 pub use candle_core::Device;
-pub use concat::{concat, concat_padded};
-pub use data::{DType, HostTensor, TensorData};
+pub use concat::{concat, concat_padded, concat_padded_within, concat_within};
+pub use data::{DType, HostTensor, MAX_DIM_PRODUCT, MAX_RANK, TensorData};
 pub use device::{default_device, test_devices};
 pub use io::{
-    SafetensorsFile, from_safetensors_bytes, read_safetensors, to_safetensors_bytes, write_atomic,
-    write_safetensors,
+    MAX_SAFETENSORS_HEADER_BYTES, SafetensorsFile, from_safetensors_bytes, read_safetensors,
+    to_safetensors_bytes, write_atomic, write_safetensors,
 };
-pub use validate::{PER_ROW_KEYS, PER_TOKEN_KEYS, validate_trajectory};
+pub use validate::{
+    MAX_KEY_BYTES, MAX_KEYS, PER_ROW_KEYS, PER_TOKEN_KEYS, check_key_name, validate_trajectory,
+};
 
 /// Errors of tensor construction and assembly. Each names the operation and the values
 /// involved, so a guest-visible message says what to fix.
@@ -142,6 +144,20 @@ pub enum TensorError {
         path: String,
         /// What failed.
         message: String,
+    },
+    /// The result would be larger than the caller allows; nothing was allocated.
+    #[error(
+        "{op}: the result would take {bytes} bytes (shape {shape}), over the {limit} bytes allowed"
+    )]
+    TooLarge {
+        /// Operation.
+        op: &'static str,
+        /// Bytes the result would take.
+        bytes: u128,
+        /// The allowance, bytes.
+        limit: usize,
+        /// The result's shape (or shapes), as text.
+        shape: String,
     },
     /// An argument is out of range or empty.
     #[error("{op}: {message}")]

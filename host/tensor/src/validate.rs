@@ -37,6 +37,38 @@ fn fix_for(key: &str, dtype: DType, per_token: bool) -> String {
     )
 }
 
+/// Longest tensor name, bytes.
+pub const MAX_KEY_BYTES: usize = 128;
+
+/// Most tensors in one trajectory dict (AReaL's have about ten); bounds a batch file's header.
+pub const MAX_KEYS: usize = 256;
+
+/// Check a tensor name: 1 to [`MAX_KEY_BYTES`] ASCII letters, digits, `_`, `-`, `.`, `/` or
+/// `:`, not starting with `__` (reserved: safetensors stores its metadata under the name
+/// `__metadata__`, and a tensor of that name makes the file unreadable).
+pub fn check_key_name(key: &str) -> Result<(), TensorError> {
+    let fix = "use 1-128 ASCII letters, digits, `_`, `-`, `.`, `/` or `:`, not starting with `__`";
+    let problem = if key.is_empty() {
+        "is empty".to_string()
+    } else if key.len() > MAX_KEY_BYTES {
+        format!("is {} bytes long", key.len())
+    } else if key.starts_with("__") {
+        "starts with `__`, which safetensors reserves (`__metadata__`)".to_string()
+    } else if let Some(c) = key
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "_-./:".contains(*c)))
+    {
+        format!("contains {c:?}")
+    } else {
+        return Ok(());
+    };
+    let shown: String = key.chars().take(64).collect();
+    Err(TensorError::Invalid {
+        op: "tensor name",
+        message: format!("`{}` {problem}; {fix}", shown.escape_debug()),
+    })
+}
+
 /// Check the standard keys of one trajectory dict (or of a concatenated batch).
 pub fn validate_trajectory(tensors: &[(String, HostTensor)]) -> Result<(), TensorError> {
     let mut token_shape: Option<(&str, [usize; 2])> = None;
@@ -246,5 +278,39 @@ mod tests {
         let d = replace(rlvr(3), "rewards", t(TensorData::F32(vec![f32::NAN]), &[1]));
         let e = validate_trajectory(&d).expect_err("nan").to_string();
         assert!(e.contains("finite") && e.contains("NaN"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn key_names_are_checked() {
+        for ok in [
+            "input_ids",
+            "a",
+            "multi_modal/pixel_values",
+            "x.y-z:1",
+            &"k".repeat(128),
+        ] {
+            check_key_name(ok).expect(ok);
+        }
+        for bad in [
+            "",
+            "__metadata__",
+            "__x",
+            "a b",
+            "é",
+            "a\n",
+            "{",
+            &"k".repeat(129),
+        ] {
+            check_key_name(bad).expect_err(bad);
+        }
+        let err = check_key_name("__metadata__")
+            .expect_err("reserved")
+            .to_string();
+        assert!(err.contains("safetensors reserves"), "{err}");
     }
 }

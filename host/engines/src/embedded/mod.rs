@@ -101,6 +101,8 @@ struct Job {
 /// The embedded backend. Cheap to share; dropping the last handle stops the engine thread.
 pub struct EmbeddedBackend {
     tx: std::sync::Mutex<mpsc::Sender<Job>>,
+    /// Sequences the engine thread is decoding, updated every step.
+    sequences: Arc<std::sync::atomic::AtomicUsize>,
     tokenizer: Arc<HostTokenizer>,
     stop_ids: Vec<u32>,
     description: String,
@@ -167,7 +169,9 @@ impl EmbeddedBackend {
         tracing::info!("{description}");
         let tokenizer = Arc::new(tokenizer);
         let (tx, rx) = mpsc::channel();
+        let sequences = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let engine = Engine {
+            sequences: sequences.clone(),
             model,
             tokenizer: tokenizer.clone(),
             eos: s.eos,
@@ -179,6 +183,7 @@ impl EmbeddedBackend {
             .map_err(|e| unavailable(format!("starting the engine thread: {e}")))?;
         Ok(EmbeddedBackend {
             tx: std::sync::Mutex::new(tx),
+            sequences,
             tokenizer,
             stop_ids,
             description,
@@ -193,6 +198,12 @@ impl EmbeddedBackend {
     /// One line describing the loaded model.
     pub fn description(&self) -> &str {
         &self.description
+    }
+
+    /// Sequences being decoded now (as of the engine's last step). A request whose caller
+    /// dropped its future leaves the batch at the next step.
+    pub fn sequences(&self) -> usize {
+        self.sequences.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -282,6 +293,7 @@ struct Active {
 }
 
 struct Engine {
+    sequences: Arc<std::sync::atomic::AtomicUsize>,
     model: Model,
     tokenizer: Arc<HostTokenizer>,
     eos: Option<u32>,
@@ -305,6 +317,15 @@ impl Engine {
                     Err(_) => break,
                 }
             }
+            // A caller that gave up (episode timed out or dropped) closed its reply channel:
+            // its sequence is not started, or dropped from the batch, instead of decoding for
+            // nobody.
+            pending.retain(|job| !job.reply.is_closed());
+            active.retain(|a| !a.job.reply.is_closed());
+            self.sequences.store(
+                active.len() + pending.len(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
             // Requests admitted together with the same prompt (a GRPO group) share one
             // prefill: the first one's cache and logits are copied for the others.
             let mut shared = SharedPrefills::new(&pending);
@@ -313,10 +334,11 @@ impl Engine {
                     active.push(a);
                 }
             }
-            if active.is_empty() {
-                continue;
+            if !active.is_empty() {
+                self.step(&mut active);
             }
-            self.step(&mut active);
+            self.sequences
+                .store(active.len(), std::sync::atomic::Ordering::Relaxed);
         }
     }
 

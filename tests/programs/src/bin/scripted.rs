@@ -1,6 +1,10 @@
 //! A workflow scripted by its row, for rollout-controller tests: one generate call, then
 //! `data["rewards"][sample_index]` as the reward; returns nothing (rejected) when the sample
-//! index is in `data["reject"]`, and fails when it is in `data["fail"]`.
+//! index is in `data["reject"]`, and fails when it is in `data["fail"]`. With
+//! `data["extra"][sample_index] = {"dtype": "i32"|"f32", "shape": [..]}` it adds a zero-filled
+//! tensor `extra` of that dtype and shape (hostile groups: dtypes or padded sizes that cannot
+//! be assembled).
+use rollbox_sdk::tensor::{Tensor, TensorData};
 use rollbox_sdk::trajectory::single_turn;
 use rollbox_sdk::{Episode, GenConfig, ModelRequest, Output, Workflow, engine};
 struct Scripted;
@@ -26,9 +30,22 @@ impl Workflow for Scripted {
         })
         .map_err(|e| e.to_string())?;
         let reward = e.data["rewards"][i as usize].as_f64().unwrap_or(0.0) as f32;
-        single_turn(&resp, reward)
-            .map(Some)
-            .map_err(|e| e.to_string())
+        let mut out = single_turn(&resp, reward).map_err(|e| e.to_string())?;
+        let extra = &e.data["extra"][i as usize];
+        if let Some(shape) = extra["shape"].as_array() {
+            let shape: Vec<u32> = shape
+                .iter()
+                .map(|d| d.as_u64().unwrap_or(0) as u32)
+                .collect();
+            let n: usize = shape.iter().map(|&d| d as usize).product();
+            let data = match extra["dtype"].as_str() {
+                Some("f32") => TensorData::F32(vec![0.0; n]),
+                _ => TensorData::I32(vec![0; n]),
+            };
+            let t = Tensor::create(&data, &shape).map_err(|e| format!("{e:?}"))?;
+            out.tensors.push(("extra".into(), t));
+        }
+        Ok(Some(out))
     }
 }
 rollbox_sdk::export_workflow!(Scripted);

@@ -1,0 +1,33 @@
+# Sourced by scripts/test.sh and .ci/run: installs what the tests need, each into a cache under
+# ~/.cache/ keyed by version (skipped when already there), and puts it on PATH:
+#
+#   * the pinned toolchain with rustfmt, clippy and the wasm32-wasip2 target (rustup, from
+#     rust-toolchain.toml);
+#   * a Python venv with componentize-py (builds the Python reward component), safetensors and
+#     numpy (a test loads rollbox's batches the way a trainer does):
+#     ${ROLLBOX_TEST_VENV:-~/.cache/rollbox/venv-test-<python>-<hash of the pins>};
+#   * the default model (scripts/fetch-model.sh, ~/.cache/rollbox/models).
+#
+# Needs only rustup and python3 (with venv/ensurepip) on the machine.
+
+toolchain="$(sed -n 's/^channel = "\(.*\)"/\1/p' rust-toolchain.toml)"
+libdir="$(rustup run "$toolchain" rustc --print target-libdir --target wasm32-wasip2 2>/dev/null || true)"
+if [ -z "$libdir" ] || [ ! -d "$libdir" ] || ! rustup run "$toolchain" cargo clippy --version >/dev/null 2>&1; then
+    rustup toolchain install "$toolchain" --profile minimal -c rustfmt -c clippy -t wasm32-wasip2
+    rustup target add --toolchain "$toolchain" wasm32-wasip2
+fi
+
+# Python packages the tests use, pinned; the venv's name changes when this list changes.
+test_packages=("componentize-py==0.25.1" "safetensors==0.8.0" "numpy==2.3.5")
+test_venv_key="$(python3 -c 'import sys; print("py%d%d" % sys.version_info[:2])')-$(printf '%s\n' "${test_packages[@]}" | sha256sum | cut -c1-12)"
+ROLLBOX_TEST_VENV="${ROLLBOX_TEST_VENV:-$HOME/.cache/rollbox/venv-test-$test_venv_key}"
+if [ ! -f "$ROLLBOX_TEST_VENV/.complete" ]; then
+    rm -rf "$ROLLBOX_TEST_VENV"
+    python3 -m venv "$ROLLBOX_TEST_VENV"
+    "$ROLLBOX_TEST_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${test_packages[@]}"
+    touch "$ROLLBOX_TEST_VENV/.complete"
+fi
+export ROLLBOX_TEST_VENV
+export PATH="$ROLLBOX_TEST_VENV/bin:$PATH"
+
+scripts/fetch-model.sh >/dev/null
