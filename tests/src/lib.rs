@@ -106,3 +106,65 @@ pub fn model_path() -> PathBuf {
     );
     path
 }
+
+/// Run the echo workflow on `[1, 2, 3]` and return its `input_ids`: the prompt followed by the
+/// engine's answer (`[1, 2, 3, 7, 8, 2]` with a [`FixedBackend`]); panics unless the episode is
+/// accepted. Run after each hostile guest to show it left the host serving.
+pub async fn echo_input_ids(rt: &Runtime) -> Vec<i32> {
+    let echo = rt
+        .load_workflow(Path::new(components::WORKFLOW_ECHO))
+        .expect("echo loads");
+    let r = rt
+        .run_episode(
+            &echo,
+            rollbox_runtime::EpisodeRequest::new(
+                "echo-s0",
+                serde_json::json!({"input_ids": [1, 2, 3]}),
+            ),
+            Arc::new(rollbox_runtime::Limits::default()),
+        )
+        .await;
+    let rollbox_runtime::EpisodeOutcome::Accepted(t) = &r.outcome else {
+        panic!(
+            "the next episode should be accepted, got {} (stderr: {})",
+            r.outcome.kind(),
+            r.stderr
+        )
+    };
+    match t.get("input_ids").expect("input_ids").data() {
+        Ok(rollbox_tensor::TensorData::I32(v)) => v,
+        other => panic!("input_ids should be i32 data, got {other:?}"),
+    }
+}
+
+/// [`echo_input_ids`] answered by a [`FixedBackend`].
+pub async fn assert_serves_echo(rt: &Runtime) {
+    assert_eq!(echo_input_ids(rt).await, vec![1, 2, 3, 7, 8, 2]);
+}
+
+/// Wrap a core module into a component of the rollbox `world` (`"tool"`, `"reward"`, ...):
+/// the world's WIT metadata embedded, then encoded by `wit-component`. For hand-made and
+/// generated hostile components.
+pub fn component_from_core(mut module: Vec<u8>, world: &str) -> Result<Vec<u8>, String> {
+    let mut resolve = wit_parser::Resolve::default();
+    let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    let (pkg, _) = resolve
+        .push_dir(&wit)
+        .map_err(|e| format!("parsing wit/: {e:#}"))?;
+    let world = resolve
+        .select_world(&[pkg], Some(world))
+        .map_err(|e| format!("{e:#}"))?;
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .map_err(|e| format!("{e:#}"))?;
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .map_err(|e| format!("{e:#}"))?
+        .validate(true)
+        .encode()
+        .map_err(|e| format!("{e:#}"))
+}

@@ -60,30 +60,6 @@ const TOOL_EXPORTS: &str = r#"(module
     (func (export "call") (param i32 i32 i32 i32) (result i32) (i32.const 0))
     (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) (i32.const 8)))"#;
 
-/// The `tool` world's WIT metadata embedded into `module`, encoded as a component; `None` when
-/// wit-component refuses the module (not every generated module fits the canonical ABI).
-fn wrap_as_tool(mut module: Vec<u8>) -> Option<Vec<u8>> {
-    let mut resolve = wit_parser::Resolve::default();
-    let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
-    let (pkg, _) = resolve.push_dir(&wit).expect("the rollbox WIT parses");
-    let world = resolve
-        .select_world(&[pkg], Some("tool"))
-        .expect("tool world");
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .ok()?;
-    wit_component::ComponentEncoder::default()
-        .module(&module)
-        .ok()?
-        .validate(true)
-        .encode()
-        .ok()
-}
-
 fn generated_tool(rng: &mut StdRng, exports: &[u8]) -> Option<Vec<u8>> {
     let mut entropy = vec![0u8; rng.random_range(64..4096)];
     rng.fill(&mut entropy[..]);
@@ -105,7 +81,7 @@ fn generated_tool(rng: &mut StdRng, exports: &[u8]) -> Option<Vec<u8>> {
         ..wasm_smith::Config::default()
     };
     let module = wasm_smith::Module::new(config, &mut u).ok()?;
-    wrap_as_tool(module.to_bytes())
+    rollbox_tests::component_from_core(module.to_bytes(), "tool").ok()
 }
 
 /// `base` with a few random byte changes, truncations, repeats or splices.
@@ -267,15 +243,5 @@ async fn generated_and_mutated_components_load_or_fault() {
         "some generated components loaded and ran: {counts:?}"
     );
     // The host still serves a normal episode.
-    let echo = rt
-        .load_workflow(Path::new(c::WORKFLOW_ECHO))
-        .expect("echo loads");
-    let r = rt
-        .run_episode(
-            &echo,
-            EpisodeRequest::new("r0-s0", json!({"input_ids": [1, 2, 3]})),
-            Arc::new(Limits::default()),
-        )
-        .await;
-    assert_eq!(r.outcome.kind(), "accepted");
+    rollbox_tests::assert_serves_echo(&rt).await;
 }

@@ -5,11 +5,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rollbox_runtime::{EpisodeOutcome, EpisodeRequest};
 use rollbox_runtime::{
     GuestFault, Limits, RewardCall, Runtime, RuntimeConfig, Services, WorldKind,
 };
-use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
 use rollbox_tests::{FixedBackend, runtime, test_cache_dir};
 use serde_json::json;
@@ -154,25 +152,9 @@ fn cached_runtime(dir: &Path) -> Runtime {
     Runtime::new(config, services).expect("runtime")
 }
 
-/// The echo workflow's answer to `[1, 2, 3]`: the episode really ran the echo component.
+/// The episode really ran the echo component (not another one's cached code).
 async fn runs_echo(rt: &Runtime) {
-    let w = rt
-        .load_workflow(Path::new(c::WORKFLOW_ECHO))
-        .expect("echo loads");
-    let r = rt
-        .run_episode(
-            &w,
-            EpisodeRequest::new("r0-s0", json!({"input_ids": [1, 2, 3]})),
-            Arc::new(Limits::default()),
-        )
-        .await;
-    let EpisodeOutcome::Accepted(t) = &r.outcome else {
-        panic!("echo should be accepted, got {}", r.outcome.kind())
-    };
-    assert_eq!(
-        t.get("input_ids").expect("ids").data().expect("data"),
-        TensorData::I32(vec![1, 2, 3, 7, 8, 2])
-    );
+    rollbox_tests::assert_serves_echo(rt).await;
 }
 
 /// Cache poisoning (issue 15, class 1): an entry copied from another component, a patched
@@ -384,7 +366,7 @@ async fn hostile_component_files_are_refused_or_fault() {
 
 /// A component of the `tool` world whose core module has a start function that never returns.
 fn looping_start_component() -> Vec<u8> {
-    let mut module = wat::parse_str(
+    let module = wat::parse_str(
         r#"(module
             (memory (export "memory") 1)
             (func $spin (loop $forever (br $forever)))
@@ -393,23 +375,5 @@ fn looping_start_component() -> Vec<u8> {
             (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) (i32.const 1024)))"#,
     )
     .expect("valid WAT");
-    let mut resolve = wit_parser::Resolve::default();
-    let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
-    let (pkg, _) = resolve.push_dir(&wit).expect("the rollbox WIT parses");
-    let world = resolve
-        .select_world(&[pkg], Some("tool"))
-        .expect("tool world");
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .expect("metadata embeds");
-    wit_component::ComponentEncoder::default()
-        .module(&module)
-        .expect("module accepted")
-        .validate(true)
-        .encode()
-        .expect("component encodes")
+    rollbox_tests::component_from_core(module, "tool").expect("a tool component")
 }

@@ -394,3 +394,36 @@ async fn groups_that_cannot_be_assembled_are_dropped_and_the_run_goes_on() {
     assert_eq!(again.rows_already_done, 6);
     assert_eq!(again.rows_run, 0);
 }
+
+/// `trajectories.jsonl` lists the trajectories in batch order (what a resume rebuilds it to):
+/// a batch's write starts only once the one before it is on disk. With several writes in
+/// flight, lines of a later batch were appended first (found by `scripts/storm.sh`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trajectories_follow_the_batch_order() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let rows: String = (0..60)
+        .map(|i| json!({"rewards": [i % 2, 1]}).to_string() + "\n")
+        .collect();
+    let options = RolloutOptions {
+        n_samples: 2,
+        max_concurrent: 16,
+        batch_size: 1,
+        ..RolloutOptions::default()
+    };
+    let s = roll(&rows, options, tmp.path(), fixed()).await;
+    assert_eq!(s.batches, 60);
+    let mut from_batches = Vec::new();
+    for b in 0..s.batches {
+        let path = tmp.path().join(format!("batch-{b:06}.safetensors"));
+        let f = read_safetensors(&path, &Device::Cpu).expect("batch");
+        let lines: Vec<Value> = serde_json::from_str(&f.metadata["trajectories"]).expect("JSON");
+        from_batches.extend(lines);
+    }
+    assert_eq!(lines(tmp.path()), from_batches);
+    // A resume with nothing to do rebuilds trajectories.jsonl from the headers byte for byte
+    // (parsing and printing the lines again changed floats' last digits).
+    let before = std::fs::read(tmp.path().join("trajectories.jsonl")).expect("jsonl");
+    OutputDir::open(tmp.path()).expect("reopened");
+    let after = std::fs::read(tmp.path().join("trajectories.jsonl")).expect("jsonl");
+    assert!(before == after, "a no-op resume changed trajectories.jsonl");
+}

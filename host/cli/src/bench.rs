@@ -102,21 +102,8 @@ pub enum Bench {
         /// In-flight levels (--max-concurrent).
         #[arg(long, value_delimiter = ',', default_value = "1,64,512")]
         in_flight: Vec<usize>,
-        /// The tokenizer (GGUF or tokenizer.json); no model weights are loaded.
-        #[arg(long, default_value_t = default_model())]
-        model: String,
-        /// The rlvr workflow component.
-        #[arg(
-            long,
-            default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_workflow_rlvr.wasm"
-        )]
-        workflow: PathBuf,
-        /// The math reward component.
-        #[arg(
-            long,
-            default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_reward_math.wasm"
-        )]
-        math: PathBuf,
+        #[command(flatten)]
+        setup: RlvrArgs,
     },
     /// Soak (issue 15): many episodes in flight against a slow engine (1 s per answer by
     /// default): rows, trajectories and batches checked (no row lost or duplicated, no
@@ -131,21 +118,12 @@ pub enum Bench {
         /// Engine latency per answer, milliseconds.
         #[arg(long, default_value_t = 1000)]
         latency_ms: u64,
-        /// The tokenizer (GGUF or tokenizer.json); no model weights are loaded.
-        #[arg(long, default_value_t = default_model())]
-        model: String,
-        /// The rlvr workflow component.
-        #[arg(
-            long,
-            default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_workflow_rlvr.wasm"
-        )]
-        workflow: PathBuf,
-        /// The math reward component.
-        #[arg(
-            long,
-            default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_reward_math.wasm"
-        )]
-        math: PathBuf,
+        /// Instance pool slots (default: one per episode in flight, plus 256). Fewer than in
+        /// flight: the episodes past the pool wait for a slot.
+        #[arg(long)]
+        max_instances: Option<u32>,
+        #[command(flatten)]
+        setup: RlvrArgs,
     },
     /// One configuration of `bench engine` (run by it in a child process).
     #[command(hide = true)]
@@ -170,6 +148,26 @@ pub enum Bench {
 }
 
 /// The default model path as a string, for clap defaults (`embedded::default_model_path`).
+/// The tokenizer and components `bench rollout` and `bench soak` run.
+#[derive(clap::Args, Debug)]
+pub struct RlvrArgs {
+    /// The tokenizer (GGUF or tokenizer.json); no model weights are loaded.
+    #[arg(long, default_value_t = default_model())]
+    model: String,
+    /// The rlvr workflow component.
+    #[arg(
+        long,
+        default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_workflow_rlvr.wasm"
+    )]
+    workflow: PathBuf,
+    /// The math reward component.
+    #[arg(
+        long,
+        default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_reward_math.wasm"
+    )]
+    math: PathBuf,
+}
+
 pub fn default_model() -> String {
     rollbox_engines::embedded::default_model_path()
         .display()
@@ -205,23 +203,27 @@ pub async fn run(which: Bench) -> anyhow::Result<()> {
         Bench::Rollout {
             rows,
             in_flight,
-            model,
-            workflow,
-            math,
+            setup,
         } => {
-            let setup = RolloutSetup::new(Path::new(&model), &workflow, &math, Duration::ZERO)?;
+            let setup = RolloutSetup::new(&setup, Duration::ZERO, RuntimeConfig::default())?;
             rollout(&setup, rows, &in_flight).await
         }
         Bench::Soak {
             rows,
             in_flight,
             latency_ms,
-            model,
-            workflow,
-            math,
+            max_instances,
+            setup,
         } => {
             let latency = Duration::from_millis(latency_ms);
-            let setup = RolloutSetup::new(Path::new(&model), &workflow, &math, latency)?;
+            // A pool slot per episode in flight (and the reward calls'), so all of them are
+            // instantiated at once rather than queued for a slot.
+            let config = RuntimeConfig {
+                max_instances: max_instances
+                    .unwrap_or_else(|| u32::try_from(in_flight + 256).unwrap_or(u32::MAX)),
+                ..RuntimeConfig::default()
+            };
+            let setup = RolloutSetup::new(&setup, latency, config)?;
             soak(&setup, rows, in_flight, latency).await
         }
         Bench::Concat {
@@ -920,7 +922,8 @@ struct RolloutSetup {
 }
 
 impl RolloutSetup {
-    fn new(model: &Path, workflow: &Path, math: &Path, latency: Duration) -> anyhow::Result<Self> {
+    fn new(args: &RlvrArgs, latency: Duration, config: RuntimeConfig) -> anyhow::Result<Self> {
+        let (model, workflow, math) = (Path::new(&args.model), &args.workflow, &args.math);
         require(model)?;
         require(workflow)?;
         require(math)?;
@@ -939,7 +942,7 @@ impl RolloutSetup {
                 tokens,
                 delay: latency,
             }));
-        let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), services)?);
+        let runtime = Arc::new(Runtime::new(config, services)?);
         runtime.register_reward("math", math, rollbox_runtime::CallPolicy::default())?;
         let workflow = Arc::new(runtime.load_workflow(workflow)?);
         crate::release_setup_memory();
@@ -1025,8 +1028,13 @@ async fn soak(
 ) -> anyhow::Result<()> {
     use rollbox_rollout::output::OutputDir;
     println!(
-        "soak: {rows} rows x 1 sample, {in_flight} in flight, engine latency {} ms, rlvr workflow + math reward",
-        latency.as_millis()
+        "soak: {rows} rows x 1 sample, {in_flight} in flight, engine latency {} ms, rlvr workflow + math reward ({} instance allocation)",
+        latency.as_millis(),
+        if setup.runtime.is_pooled() {
+            "pooled"
+        } else {
+            "on-demand"
+        }
     );
     let dir = tempfile::tempdir()?;
     let mut out = OutputDir::open(dir.path())?;

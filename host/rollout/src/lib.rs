@@ -700,12 +700,15 @@ impl Rollout {
         while let Some(part) = parts.pop() {
             match self.prepare_batch(&part, out) {
                 Ok((files, account)) => {
-                    let next = Writing {
+                    // The batch before this one is on disk first: a batch's write appends its
+                    // lines to `trajectories.jsonl`, which must follow the batch order (two
+                    // writes in flight at once appended them out of order).
+                    Self::commit(writing.take(), out, tally).await?;
+                    *writing = Some(Writing {
                         // The writes and fsyncs block: tokio's blocking pool runs them.
                         handle: tokio::task::spawn_blocking(move || files.write().map(|()| files)),
                         account,
-                    };
-                    Self::commit(writing.replace(next), out, tally).await?;
+                    });
                 }
                 Err(e) if part.len() > 1 => {
                     tracing::warn!(

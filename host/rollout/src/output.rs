@@ -114,10 +114,21 @@ impl OutputDir {
                     done_rows.insert(r as usize);
                 }
             }
-            for t in json_list(&meta, "trajectories", path)? {
-                lines.push_str(&t.to_string());
-                lines.push('\n');
-                committed_trajectories += 1;
+            // The lines exactly as written (raw JSON text): parsing and printing them again
+            // could change a float's last digit, and a resume must not change the file.
+            if let Some(text) = meta.get("trajectories") {
+                let raw: Vec<&serde_json::value::RawValue> =
+                    serde_json::from_str(text).map_err(|e| {
+                        anyhow::anyhow!(
+                            "{}: metadata `trajectories` is not a JSON list ({e})",
+                            path.display()
+                        )
+                    })?;
+                for t in raw {
+                    lines.push_str(t.get());
+                    lines.push('\n');
+                    committed_trajectories += 1;
+                }
             }
         }
         // Dropped rows; a line cut short by a kill is ignored (that row runs again).
