@@ -91,11 +91,13 @@ async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Response
     .await
     {
         Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(e)) => Err(error(
+        Ok(Err(e)) if over_limit(&e) => Err(error(
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "cannot read the body ({e}); at most {MAX_BODY_BYTES} bytes: send fewer rows per request"
-            ),
+            format!("the body is over {MAX_BODY_BYTES} bytes: send fewer rows per request"),
+        )),
+        Ok(Err(e)) => Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read the body: {e}"),
         )),
         Err(_) => Err(error(
             StatusCode::REQUEST_TIMEOUT,
@@ -105,6 +107,18 @@ async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Response
             ),
         )),
     }
+}
+
+/// Whether a body error is the size cap (anything else is a malformed body).
+fn over_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 async fn episodes(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Response {

@@ -351,6 +351,20 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
     (status, raw[split + 4..].to_vec())
 }
 
+/// Send `request` as is, half-close, and return what the server answered (lossy text; empty
+/// when it closed without answering).
+fn raw_exchange(addr: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    s.write_all(request.as_bytes()).expect("send");
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
 /// `rollbox serve` over real HTTP: health, version, episodes (a safetensors batch Python
 /// loads), metrics.
 #[test]
@@ -435,6 +449,38 @@ fn serve_answers_episodes_version_health_and_metrics() {
         let text = String::from_utf8_lossy(&body);
         assert!(text.contains("rollbox_episodes_accepted_total 4"), "{text}");
         assert!(text.contains("rollbox_policy_version 7"), "{text}");
+        // Hostile clients (issue 15): a negative version, a declared body over the cap
+        // (refused before it is sent), a body shorter than declared, and a connection that
+        // never sends its headers (closed after the header-read timeout).
+        let (code, body) = http(&addr, "POST", "/v1/version", r#"{"version": -1}"#);
+        assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&body).contains("negative"));
+        let head = raw_exchange(
+            &addr,
+            "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n",
+        );
+        assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+        let head = raw_exchange(
+            &addr,
+            "POST /v1/version HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\nConnection: close\r\n\r\n{\"version\"",
+        );
+        assert!(
+            head.is_empty() || head.starts_with("HTTP/1.1 400"),
+            "{head}"
+        );
+        let idle = std::net::TcpStream::connect(&addr).expect("connect");
+        let start = std::time::Instant::now();
+        let mut buf = [0u8; 1];
+        idle.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .expect("timeout");
+        let n = std::io::Read::read(&mut &idle, &mut buf).unwrap_or(0);
+        assert_eq!(n, 0, "the server closed the idle connection");
+        let held = start.elapsed();
+        assert!(
+            held >= std::time::Duration::from_secs(9) && held < std::time::Duration::from_secs(20),
+            "closed after {held:?} (header-read timeout 10 s)"
+        );
+        assert_eq!(http(&addr, "GET", "/healthz", ""), (200, b"ok".to_vec()));
     });
     child.kill().expect("stop serve");
     child.wait().expect("reaped");
