@@ -158,7 +158,8 @@ async fn generate_many_stays_within_the_token_budget() {
     assert_serves_next(&rt).await;
 }
 
-/// Class 6: tensor names that would break the batch file are refused at the boundary.
+/// Class 6: tensor names that would break the batch file are refused at the boundary, and so
+/// is metadata over its size limit (it is written with every trajectory line).
 #[tokio::test]
 async fn reserved_and_invalid_tensor_names_are_refused() {
     let rt = runtime(false);
@@ -171,6 +172,7 @@ async fn reserved_and_invalid_tensor_names_are_refused() {
             "is 129 bytes long",
         ),
         (json!({"attack": "bad_key", "key": "é"}), "contains 'é'"),
+        (json!({"attack": "big_metadata"}), "at most 65536"),
     ] {
         let r = attack(&rt, data, Limits::default()).await;
         match &r.outcome {

@@ -427,3 +427,38 @@ async fn trajectories_follow_the_batch_order() {
     let after = std::fs::read(tmp.path().join("trajectories.jsonl")).expect("jsonl");
     assert!(before == after, "a no-op resume changed trajectories.jsonl");
 }
+
+/// The workflow's metadata reaches `trajectories.jsonl` and the batch header, as it returned it
+/// (issue 16, part 2).
+#[tokio::test]
+async fn workflow_metadata_is_written_with_each_trajectory() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let rows = concat!(
+        r#"{"rewards": [1, 0], "note": "first row, 1.50 and \"quotes\""}"#,
+        "\n",
+        r#"{"rewards": [0, 1], "note": [1, {"nested": true}]}"#,
+        "\n"
+    );
+    let options = RolloutOptions {
+        n_samples: 2,
+        batch_size: 2,
+        ..RolloutOptions::default()
+    };
+    roll(rows, options, tmp.path(), fixed()).await;
+    let l = lines(tmp.path());
+    assert_eq!(l.len(), 4);
+    for x in &l {
+        let sample = x["sample"].as_u64().expect("sample");
+        assert_eq!(x["metadata"]["sample"], sample);
+        let note = if x["row"] == 0 {
+            json!("first row, 1.50 and \"quotes\"")
+        } else {
+            json!([1, {"nested": true}])
+        };
+        assert_eq!(x["metadata"]["note"], note);
+    }
+    let b = read_safetensors(&tmp.path().join("batch-000000.safetensors"), &Device::Cpu)
+        .expect("batch");
+    let header: Vec<Value> = serde_json::from_str(&b.metadata["trajectories"]).expect("JSON");
+    assert_eq!(header, l, "the header holds the same lines");
+}

@@ -268,6 +268,13 @@ fn rollout_on_the_embedded_model_resumes_after_kill() {
     let reference = trajectories(&full);
     assert_eq!(reference.len(), 12);
     assert!(reference.iter().all(|(_, _, text)| !text.is_empty()));
+    // The rlvr workflow's metadata is in every line (issue 16, part 2).
+    let text = std::fs::read_to_string(full.join("trajectories.jsonl")).expect("jsonl");
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).expect("JSON line");
+        assert_eq!(v["metadata"]["reward_timed_out"], false, "{line}");
+        assert_eq!(v["metadata"]["completion"], v["completion"], "{line}");
+    }
 
     // Kill -9 once the first batch is committed, then run again.
     let killed = tmp.path().join("killed");

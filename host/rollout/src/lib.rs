@@ -198,6 +198,9 @@ struct Line<'a> {
     generated_tokens: u64,
     reward_calls: &'a [rollbox_runtime::RewardRecord],
     workflow_sha256: &'a str,
+    /// The workflow's metadata object (`episode-output.metadata`), as it returned it (compact,
+    /// at most `rollbox_runtime::MAX_METADATA_BYTES`).
+    metadata: &'a serde_json::value::RawValue,
 }
 
 /// A batch being written on the blocking pool, with what to account once it is on disk.
@@ -626,6 +629,9 @@ impl Rollout {
             .and_then(|x| x.shape().first().copied())
             .unwrap_or(rewards.len().max(1));
         let l = ids.len().checked_div(b).unwrap_or(0);
+        // Checked to be one compact JSON object at the episode boundary.
+        let empty: &serde_json::value::RawValue = serde_json::from_str("{}").expect("`{}` is JSON");
+        let metadata = serde_json::from_str(t.metadata_json.as_str()).unwrap_or(empty);
         (0..b)
             .map(|i| {
                 let span = i * l..(i + 1) * l;
@@ -674,6 +680,7 @@ impl Rollout {
                     generated_tokens: r.generated_tokens,
                     reward_calls: &r.reward_calls,
                     workflow_sha256: sha,
+                    metadata,
                 };
                 serde_json::to_string(&line).unwrap_or_default()
             })

@@ -316,7 +316,13 @@ fn take_output(
     })
 }
 
-/// The metadata a workflow returned: empty means `{}`, otherwise one JSON object.
+/// Largest metadata object a workflow may return, bytes (after removing insignificant
+/// whitespace). It is written with every trajectory line (`trajectories.jsonl` and the batch
+/// header), so a guest cannot bloat the output past this per trajectory.
+pub const MAX_METADATA_BYTES: usize = 64 << 10;
+
+/// The metadata a workflow returned: empty means `{}`, otherwise one JSON object of at most
+/// [`MAX_METADATA_BYTES`], kept compact (one line: it goes into JSONL as it is).
 fn check_metadata(text: String) -> Result<JsonText, GuestFault> {
     if text.trim().is_empty() {
         return Ok(JsonText("{}".into()));
@@ -330,7 +336,41 @@ fn check_metadata(text: String) -> Result<JsonText, GuestFault> {
             message: "metadata must be a JSON object".into(),
         });
     }
-    Ok(text)
+    let compact = compact_json(text.as_str());
+    if compact.len() > MAX_METADATA_BYTES {
+        return Err(GuestFault::InvalidOutput {
+            message: format!(
+                "metadata is {} bytes; at most {MAX_METADATA_BYTES} (it is written with every trajectory): keep large data in tensors",
+                compact.len()
+            ),
+        });
+    }
+    Ok(JsonText(compact.into()))
+}
+
+/// Valid JSON text without its insignificant whitespace (outside strings), byte for byte
+/// otherwise: numbers keep their digits, strings their escapes.
+fn compact_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -338,12 +378,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn metadata_is_kept_compact_and_bounded() {
+        let m = check_metadata("{\n  \"a b\": [1.50, \"x\\\" y\"],\n  \"c\": {}\n}".into())
+            .expect("object");
+        assert_eq!(m.as_str(), r#"{"a b":[1.50,"x\" y"],"c":{}}"#);
+        let big = format!("{{\"k\": \"{}\"}}", "x".repeat(MAX_METADATA_BYTES));
+        let e = check_metadata(big).expect_err("too big").to_string();
+        assert!(e.contains("at most 65536"), "{e}");
+    }
+
+    #[test]
     fn metadata_must_be_one_json_object() {
         let ok = |t: &str| check_metadata(t.into()).map(|m| m.as_str().to_string());
         assert_eq!(ok("").expect("empty"), "{}");
         assert_eq!(
             ok(r#" {"a": [1, {"b": null}]} "#).expect("object"),
-            r#" {"a": [1, {"b": null}]} "#
+            r#"{"a":[1,{"b":null}]}"#
         );
         for bad in ["[1]", "3", "\"x\"", "{\"a\": 1} {}", "{\"a\": }", "{"] {
             let e = check_metadata(bad.into()).expect_err(bad).to_string();

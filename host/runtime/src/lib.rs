@@ -59,7 +59,8 @@ pub use component::{
 };
 pub use engine::MAX_GENERATE_MANY_REQUESTS;
 pub use episode::{
-    EpisodeOutcome, EpisodeReport, EpisodeRequest, EpisodeSummary, JsonText, Trajectory,
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, EpisodeSummary, JsonText, MAX_METADATA_BYTES,
+    Trajectory,
 };
 pub use fault::GuestFault;
 pub use limits::{Limits, MAX_MEMORY_BYTES_CAP};

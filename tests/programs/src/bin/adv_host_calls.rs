@@ -12,6 +12,7 @@
 //! * `reserved_key` / `bad_key`: an accepted output with a tensor named `__metadata__` /
 //!   `data["key"]`;
 //! * `long_word`: encode one word of `data["n"]` letters;
+//! * `big_metadata`: an accepted output with `data["n"]` bytes of metadata;
 //! * `random`: a value derived from WASI random numbers (std's `RandomState`).
 use rollbox_sdk::tensor::{self, Tensor, TensorData};
 use rollbox_sdk::trajectory::single_turn;
@@ -90,6 +91,20 @@ impl Workflow for Hostile {
                     .sum();
                 let errors = results.iter().filter(|r| r.is_err()).count();
                 Err(format!("generated {tokens} tokens, {errors} errors"))
+            }
+            "big_metadata" => {
+                let resp = engine::generate(&ModelRequest {
+                    rid: String::new(),
+                    input_ids: vec![1, 2, 3],
+                    gconfig: GenConfig::default(),
+                    image_data: Vec::new(),
+                    metadata: "{}".into(),
+                })
+                .map_err(|e| e.to_string())?;
+                let mut out = single_turn(&resp, 1.0).map_err(|e| e.to_string())?;
+                out.metadata =
+                    serde_json::json!({"blob": "x".repeat(n(&e, "n", 1 << 20) as usize)});
+                Ok(Some(out))
             }
             "reserved_key" | "bad_key" => {
                 let key = if attack == "reserved_key" {

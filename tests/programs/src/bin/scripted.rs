@@ -3,7 +3,7 @@
 //! index is in `data["reject"]`, and fails when it is in `data["fail"]`. With
 //! `data["extra"][sample_index] = {"dtype": "i32"|"f32", "shape": [..]}` it adds a zero-filled
 //! tensor `extra` of that dtype and shape (hostile groups: dtypes or padded sizes that cannot
-//! be assembled).
+//! be assembled). Its metadata is `{"sample": i, "note": data["note"]}`.
 use rollbox_sdk::tensor::{Tensor, TensorData};
 use rollbox_sdk::trajectory::single_turn;
 use rollbox_sdk::{Episode, GenConfig, ModelRequest, Output, Workflow, engine};
@@ -31,6 +31,7 @@ impl Workflow for Scripted {
         .map_err(|e| e.to_string())?;
         let reward = e.data["rewards"][i as usize].as_f64().unwrap_or(0.0) as f32;
         let mut out = single_turn(&resp, reward).map_err(|e| e.to_string())?;
+        out.metadata = serde_json::json!({"sample": i, "note": e.data["note"]});
         let extra = &e.data["extra"][i as usize];
         if let Some(shape) = extra["shape"].as_array() {
             let shape: Vec<u32> = shape
