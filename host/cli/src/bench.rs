@@ -903,11 +903,16 @@ fn cpu_seconds() -> f64 {
 }
 
 fn peak_rss_mib() -> f64 {
+    proc_status_mib("VmHWM:")
+}
+
+/// A memory figure of this process from `/proc/self/status` (`VmHWM:`, `VmRSS:`), MiB.
+fn proc_status_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
         })
         .map_or(0.0, |kib| kib / 1024.0)
@@ -1104,12 +1109,5 @@ async fn soak(
 }
 
 fn current_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kib| kib / 1024.0)
+    proc_status_mib("VmRSS:")
 }

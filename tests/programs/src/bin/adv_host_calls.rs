@@ -20,6 +20,19 @@ use rollbox_sdk::{Episode, GenConfig, ModelRequest, Output, Workflow, engine, to
 
 struct Hostile;
 
+/// One generate call turned into an AReaL trajectory, to attach a hostile part to.
+fn accepted_output() -> Result<Output, String> {
+    let resp = engine::generate(&ModelRequest {
+        rid: String::new(),
+        input_ids: vec![1, 2, 3],
+        gconfig: GenConfig::default(),
+        image_data: Vec::new(),
+        metadata: "{}".into(),
+    })
+    .map_err(|e| e.to_string())?;
+    single_turn(&resp, 1.0).map_err(|e| e.to_string())
+}
+
 fn n(e: &Episode, key: &str, default: u64) -> u64 {
     e.data[key].as_u64().unwrap_or(default)
 }
@@ -93,15 +106,7 @@ impl Workflow for Hostile {
                 Err(format!("generated {tokens} tokens, {errors} errors"))
             }
             "big_metadata" => {
-                let resp = engine::generate(&ModelRequest {
-                    rid: String::new(),
-                    input_ids: vec![1, 2, 3],
-                    gconfig: GenConfig::default(),
-                    image_data: Vec::new(),
-                    metadata: "{}".into(),
-                })
-                .map_err(|e| e.to_string())?;
-                let mut out = single_turn(&resp, 1.0).map_err(|e| e.to_string())?;
+                let mut out = accepted_output()?;
                 out.metadata =
                     serde_json::json!({"blob": "x".repeat(n(&e, "n", 1 << 20) as usize)});
                 Ok(Some(out))
@@ -112,15 +117,7 @@ impl Workflow for Hostile {
                 } else {
                     e.data["key"].as_str().unwrap_or("").to_string()
                 };
-                let resp = engine::generate(&ModelRequest {
-                    rid: String::new(),
-                    input_ids: vec![1, 2, 3],
-                    gconfig: GenConfig::default(),
-                    image_data: Vec::new(),
-                    metadata: "{}".into(),
-                })
-                .map_err(|e| e.to_string())?;
-                let mut out = single_turn(&resp, 1.0).map_err(|e| e.to_string())?;
+                let mut out = accepted_output()?;
                 let extra = Tensor::create(&TensorData::I32(vec![1]), &[1])
                     .map_err(|e| format!("create: {e:?}"))?;
                 out.tensors.push((key, extra));
