@@ -47,7 +47,7 @@ Clients, all at once for --seconds (then in-flight requests may finish):
   * /healthz every 50 ms on a fresh connection, from its own process; latency is from
     connect to the complete response.
 Keep --half-open + --clients well under the server's connection cap (MAX_CONNECTIONS, 1024 in
-host/cli/src/serve.rs when written), or the prober's connections may be refused.
+host/cli/src/serve.rs), or the prober's connections may be refused.
 
 Printed at the end: requests by class and outcome (status code, closed, reset, timeout), well-
 formed answered/total with latency, healthz p50/p99/max and the count over 100 ms (and the
@@ -64,16 +64,13 @@ Bounded for a 2-core VM: a fixed number of connections, pauses between requests,
 --oversized bodies in flight, and the load generator lowers its own priority (--load-nice 10;
 the server and the prober keep theirs) so it does not starve what it measures.
 
-Assumptions about rollbox (host/cli/src/serve.rs in the working tree when written; it was
-changing): `rollbox serve --listen ADDR` prints `listening on http://ADDR` on stdout once
-bound, port 0 picks a free port (serve.rs:36-38, 298); routes POST /v1/episodes,
-POST /v1/version, GET /healthz, GET /metrics with `rollbox_policy_version` (serve.rs:274-293);
-the flags of `rollbox rollout` (--engine, --tokenizer, --n-samples, --config) are accepted
-(SetupArgs, host/cli/src/rollout.rs:20-72). Expected from that code: header-read timeout 10 s
-(half-open and slowloris closed after ~10 s), body-read timeout 60 s (408), bodies over
-64 MiB refused with 413 after reading up to 64 MiB (serve.rs:58-85), negative versions
-refused (serve.rs:226). Before that change (axum::serve, `Bytes` extractor) bodies were capped
-at axum's default 2 MiB and no connection was ever timed out.
+What it relies on in rollbox (host/cli/src/serve.rs): `rollbox serve --listen ADDR` prints
+`listening on http://ADDR` on stdout once bound, port 0 picks a free port; routes
+POST /v1/episodes, POST /v1/version, GET /healthz, GET /metrics with `rollbox_policy_version`;
+the flags of `rollbox rollout` (--engine, --tokenizer, --n-samples, --config) are accepted.
+The server's limits (HEADER_READ_TIMEOUT 10 s, BODY_READ_TIMEOUT 60 s, MAX_BODY_BYTES 64 MiB
+with a declared Content-Length over it refused before reading, MAX_CONNECTIONS 1024, negative
+versions refused) are what the checks expect.
 """
 
 import argparse
