@@ -168,3 +168,13 @@ pub fn component_from_core(mut module: Vec<u8>, world: &str) -> Result<Vec<u8>, 
         .encode()
         .map_err(|e| format!("{e:#}"))
 }
+
+/// The fuzzers' seed: `ROLLBOX_FUZZ_SEED` when set (to repeat a run), else from the clock.
+pub fn fuzz_seed() -> u64 {
+    match std::env::var("ROLLBOX_FUZZ_SEED") {
+        Ok(v) => v.trim().parse().expect("ROLLBOX_FUZZ_SEED is a u64"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    }
+}

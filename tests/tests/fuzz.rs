@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -59,27 +59,6 @@ fn fuzz_limits() -> Limits {
     }
 }
 
-/// The default model file, when `scripts/fetch-model.sh` has fetched it: its tokenizer serves
-/// the `tokenizer` interface (without it every tokenizer call answers `unsupported`).
-fn model_file() -> Option<PathBuf> {
-    let dir = match std::env::var_os("ROLLBOX_MODEL_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME")?).join(".cache/rollbox/models"),
-    };
-    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    path.is_file().then_some(path)
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0xF)]));
-    }
-    s
-}
-
 /// A corpus file: `#` comment lines, then the program as hex (whitespace ignored).
 fn parse_program(text: &str) -> Result<Vec<u8>, String> {
     let digits: String = text
@@ -88,18 +67,7 @@ fn parse_program(text: &str) -> Result<Vec<u8>, String> {
         .flat_map(str::chars)
         .filter(|ch| !ch.is_whitespace())
         .collect();
-    if !digits.is_ascii() || !digits.len().is_multiple_of(2) {
-        return Err(format!(
-            "{} is not an even number of hex digits",
-            digits.len()
-        ));
-    }
-    let mut bytes = Vec::with_capacity(digits.len() / 2);
-    for i in (0..digits.len()).step_by(2) {
-        let byte = u8::from_str_radix(&digits[i..i + 2], 16);
-        bytes.push(byte.map_err(|e| format!("bad hex digits at {i}: {e}"))?);
-    }
-    Ok(bytes)
+    hex::decode(&digits).map_err(|e| format!("not a hex program: {e}"))
 }
 
 /// The seed corpus, sorted by file name.
@@ -277,13 +245,11 @@ impl Harness {
     /// (`faulty`, `const`, `spin`) and tool (`echo`) components registered with short limits.
     fn new(test: &str) -> Self {
         let mut services = Services::new();
-        match model_file() {
-            Some(path) => {
-                let tokenizer = HostTokenizer::load(&path).expect("the model's tokenizer loads");
-                services = services.with_tokenizer(Arc::new(tokenizer));
-            }
-            None => println!("fuzz: no model file; tokenizer calls will answer `unsupported`"),
-        }
+        // The model is always there (scripts/test.sh fetches it): tokenizer calls are fuzzed
+        // against the real tokenizer, never answered `unsupported` for want of one.
+        let tokenizer =
+            HostTokenizer::load(&rollbox_tests::model_path()).expect("the model's tokenizer loads");
+        services = services.with_tokenizer(Arc::new(tokenizer));
         let services = services.with_backend(Arc::new(FixedBackend {
             delay: Duration::ZERO,
         }));
@@ -333,7 +299,7 @@ impl Harness {
 
     /// Run one program in its own task, so a host panic is caught as the task's.
     async fn run(&self, id: &str, program: &[u8]) -> Verdict {
-        let hex = to_hex(program);
+        let hex = hex::encode(program);
         std::fs::write(&self.in_flight, format!("# {id}\n{hex}\n"))
             .expect("writing the program in flight");
         let (rt, fuzz, limits) = (self.rt.clone(), self.fuzz.clone(), self.limits.clone());
@@ -377,7 +343,7 @@ impl Harness {
             text.push_str(line);
             text.push('\n');
         }
-        text.push_str(&to_hex(program));
+        text.push_str(&hex::encode(program));
         text.push('\n');
         std::fs::write(&path, text).expect("writing the crash file");
         println!("{}", stats.summary(1));
@@ -430,15 +396,6 @@ fn fuzz_secs() -> f64 {
 }
 
 /// `ROLLBOX_FUZZ_SEED`, or one from the clock.
-fn fuzz_seed() -> u64 {
-    match std::env::var("ROLLBOX_FUZZ_SEED") {
-        Ok(v) => v.trim().parse().expect("ROLLBOX_FUZZ_SEED is a u64"),
-        Err(_) => {
-            let since = SystemTime::now().duration_since(UNIX_EPOCH);
-            since.map_or(0, |d| d.as_nanos() as u64)
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn corpus_replays_without_breaking_the_host() {
@@ -475,7 +432,7 @@ async fn corpus_replays_without_breaking_the_host() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn random_programs_never_break_the_host() {
     let secs = fuzz_secs();
-    let seed = fuzz_seed();
+    let seed = rollbox_tests::fuzz_seed();
     println!("fuzz: seed {seed} (ROLLBOX_FUZZ_SEED={seed} repeats this run), {secs} s");
     let h = Harness::new("random");
     let mut stats = Stats::new();

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -33,17 +33,6 @@ fn secs() -> f64 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(20.0)
-}
-
-fn seed() -> u64 {
-    std::env::var("ROLLBOX_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        })
 }
 
 fn limits() -> Arc<Limits> {
@@ -186,7 +175,7 @@ async fn exercise(rt: &Arc<Runtime>, path: PathBuf) -> Result<&'static str, Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generated_and_mutated_components_load_or_fault() {
-    let seed = seed();
+    let seed = rollbox_tests::fuzz_seed();
     println!("component fuzz seed {seed} (ROLLBOX_FUZZ_SEED={seed} repeats it)");
     let mut rng = StdRng::seed_from_u64(seed);
     let rt = Arc::new(

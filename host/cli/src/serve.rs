@@ -381,3 +381,47 @@ async fn serve_connections(
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rollbox_tensor::{HostTensor, SafetensorsFile, TensorData};
+
+    fn batch(rows: &str, ids: Vec<i32>, len: usize) -> SafetensorsFile {
+        let n = ids.len() / len;
+        SafetensorsFile {
+            tensors: vec![(
+                "input_ids".into(),
+                HostTensor::new(TensorData::I32(ids), vec![n, len]).expect("shape"),
+            )],
+            metadata: BTreeMap::from([
+                ("rows".to_string(), format!("[{rows}]")),
+                ("trajectories".to_string(), format!("[{rows}]")),
+                ("group_sizes".to_string(), "[1]".to_string()),
+                ("rollbox_version".to_string(), "test".to_string()),
+            ]),
+        }
+    }
+
+    /// Batches the controller split are joined back into one answer, padded as AReaL pads,
+    /// with rows, trajectories and group sizes concatenated in order.
+    #[test]
+    fn split_batches_are_joined_into_one_answer() {
+        let (tensors, meta) = join_batches(vec![
+            batch("3", vec![1, 2, 3], 3),
+            batch("5", vec![4, 5], 2),
+        ])
+        .expect("joined");
+        assert_eq!(tensors[0].1.shape(), &[2, 3]);
+        assert_eq!(
+            tensors[0].1.data().expect("data"),
+            TensorData::I32(vec![1, 2, 3, 4, 5, 0])
+        );
+        assert_eq!(meta["rows"], "[3,5]");
+        assert_eq!(meta["trajectories"], "[3,5]");
+        assert_eq!(meta["group_sizes"], "[1,1]");
+        assert_eq!(meta["rollbox_version"], "test");
+        let (one, _) = join_batches(vec![batch("7", vec![1], 1)]).expect("one batch");
+        assert_eq!(one[0].1.shape(), &[1, 1]);
+    }
+}

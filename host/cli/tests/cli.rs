@@ -487,6 +487,10 @@ fn serve_answers_episodes_version_health_and_metrics() {
             held >= std::time::Duration::from_secs(9) && held < std::time::Duration::from_secs(20),
             "closed after {held:?} (header-read timeout 10 s)"
         );
+        let many = json!({"rows": vec![json!({}); 16_385]}).to_string();
+        let (code, body) = http(&addr, "POST", "/v1/episodes", &many);
+        assert_eq!(code, 413, "{}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&body).contains("at most 16384"));
         assert_eq!(http(&addr, "GET", "/healthz", ""), (200, b"ok".to_vec()));
     });
     child.kill().expect("stop serve");

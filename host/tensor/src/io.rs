@@ -106,37 +106,32 @@ pub fn to_safetensors_bytes(
         })
         .collect::<Result<Vec<_>, TensorError>>()?;
     let info: HashMap<String, String> = metadata.clone().into_iter().collect();
-    let bytes = safetensors::serialize(
+    safetensors::serialize(
         views.iter().map(|(n, b)| (*n, b)),
         (!info.is_empty()).then_some(info),
     )
-    .map_err(|e| TensorError::Invalid {
-        op: "write_safetensors",
-        message: e.to_string(),
-    })?;
-    // Readers refuse a header over the format's cap (the `safetensors` package and crate both
-    // do): a file with one would be written and then be unreadable.
-    let header = bytes
-        .get(..8)
-        .and_then(|b| <[u8; 8]>::try_from(b).ok())
-        .map_or(0, u64::from_le_bytes);
-    if header > MAX_SAFETENSORS_HEADER_BYTES as u64 {
-        return Err(TensorError::TooLarge {
-            op: "write_safetensors (header)",
-            bytes: u128::from(header),
-            limit: MAX_SAFETENSORS_HEADER_BYTES,
-            shape: format!(
-                "{} tensors and {} metadata bytes",
-                tensors.len(),
-                metadata.values().map(String::len).sum::<usize>()
-            ),
-        });
-    }
-    Ok(bytes)
+    .map_err(|e| match e {
+        // Readers refuse a header over the format's cap, and so does the writer: a typed
+        // size error, so the rollout controller splits the batch.
+        safetensors::SafeTensorError::HeaderTooLarge => {
+            // The writer does not say by how much; the metadata is nearly all of a header.
+            let meta_bytes: usize = metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
+            TensorError::TooLarge {
+                op: "write_safetensors (header)",
+                bytes: (meta_bytes as u128).max(MAX_SAFETENSORS_HEADER_BYTES as u128 + 1),
+                limit: MAX_SAFETENSORS_HEADER_BYTES,
+                shape: format!("{} tensors and {meta_bytes} metadata bytes", tensors.len()),
+            }
+        }
+        other => TensorError::Invalid {
+            op: "write_safetensors",
+            message: other.to_string(),
+        },
+    })
 }
 
 /// The largest safetensors header (JSON: tensor names, shapes, offsets and metadata) readers
-/// accept, bytes.
+/// and the `safetensors` writer accept, bytes (the format's cap).
 pub const MAX_SAFETENSORS_HEADER_BYTES: usize = 100_000_000;
 
 /// Write tensors and metadata to `path` atomically (temp file + fsync + rename).
@@ -244,6 +239,26 @@ pub fn read_safetensors(path: &Path, device: &Device) -> Result<SafetensorsFile,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What readers would refuse is refused when writing: a reserved tensor name, and a header
+    /// (names, shapes, metadata) over the format's 100 MB cap.
+    #[test]
+    fn unreadable_files_are_not_written() {
+        let t = HostTensor::new(TensorData::I32(vec![1]), vec![1]).expect("t");
+        let err =
+            to_safetensors_bytes(&[("__metadata__".to_string(), t.clone())], &BTreeMap::new())
+                .expect_err("reserved name");
+        assert!(err.to_string().contains("safetensors reserves"), "{err}");
+        let meta = BTreeMap::from([(
+            "trajectories".to_string(),
+            "x".repeat(MAX_SAFETENSORS_HEADER_BYTES),
+        )]);
+        let err = to_safetensors_bytes(&[("input_ids".to_string(), t.clone())], &meta)
+            .expect_err("header over the cap");
+        assert!(matches!(err, TensorError::TooLarge { .. }), "{err}");
+        let meta = BTreeMap::from([("trajectories".to_string(), "[]".to_string())]);
+        to_safetensors_bytes(&[("input_ids".to_string(), t)], &meta).expect("a normal file");
+    }
 
     #[test]
     fn round_trip_keeps_names_dtypes_shapes_and_metadata() {
