@@ -1,4 +1,4 @@
-"""AReaL's own reward path as the baseline of `rollbox bench rewards`: AReaL 1.0.4's
+"""AReaL's own reward path as the baseline of `rollbox-bench rewards`: AReaL 1.0.4's
 `gsm8k_reward_fn` (math-verify) called through AReaL's `AsyncRewardWrapper` (its shared
 ProcessPoolExecutor, default worker count, 15 s timeout), on the same four cases as
 `scripts/reward_baseline.py`. Prints p50/p99 per call.

@@ -1,4 +1,4 @@
-"""llama.cpp baseline for `rollbox bench engine`: the same 200-token prompt, then 128 greedy
+"""llama.cpp baseline for `rollbox-bench engine`: the same 200-token prompt, then 128 greedy
 tokens, on the same GGUF file, with llama-cpp-python (built from source, -march=native).
 
     ~/.cache/rollbox/llamacpp-venv/bin/python scripts/llamacpp_baseline.py MODEL.gguf THREADS

@@ -1,4 +1,4 @@
-"""transformers baseline for `rollbox bench tokenizer`: the same 2-message chat through
+"""transformers baseline for `rollbox-bench tokenizer`: the same 2-message chat through
 `apply_chat_template(tokenize=True)` (AReaL's path) and the same encode corpus, on the same GGUF.
 Needs `pip install "transformers<5" gguf`. Usage: python3 scripts/tokenizer_baseline.py [N]"""
 

@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use crate::GenConfig;
 use crate::tokenizer::SpecialTokenIds;
+use crate::{Error, GenConfig};
 
 impl Default for GenConfig {
     /// AReaL's `GenerationHyperparameters` defaults.
@@ -32,17 +32,17 @@ impl GenConfig {
     /// A copy with the fields named in `overrides` (a JSON object with AReaL's snake_case
     /// names: `max_new_tokens`, `temperature`, `stop_token_ids`, ...) replaced, like
     /// `gconfig.new(**kwargs)`. Unknown keys and wrong types are errors naming the key.
-    pub fn new_with(&self, overrides: &Value) -> Result<GenConfig, String> {
+    pub fn new_with(&self, overrides: &Value) -> Result<GenConfig, Error> {
         let mut g = self.clone();
         let Some(map) = overrides.as_object() else {
             return if overrides.is_null() {
                 Ok(g)
             } else {
-                Err("gconfig must be a JSON object".into())
+                Err(Error::msg("gconfig must be a JSON object"))
             };
         };
         for (key, v) in map {
-            let bad = || format!("gconfig `{key}` has the wrong type: {v}");
+            let bad = || Error::msg(format!("gconfig `{key}` has the wrong type: {v}"));
             let uint = || {
                 v.as_u64()
                     .and_then(|x| u32::try_from(x).ok())
@@ -95,7 +95,7 @@ impl GenConfig {
                 }
                 // Accepted for AReaL configs, meaningless here.
                 "lora_name" | "use_beam_search" => {}
-                other => return Err(format!("unknown gconfig field `{other}`")),
+                other => return Err(Error::msg(format!("unknown gconfig field `{other}`"))),
             }
         }
         Ok(g)

@@ -181,7 +181,7 @@ pub fn merge(outputs: &[Output], reference: f32) -> Result<Output, Error> {
     let mut out = Output::new(merged);
     if rewards.windows(2).any(|w| w[0] != w[1]) {
         if !reference.is_finite() {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::msg(format!(
                 "rollout_reward must be finite, got {reference}"
             )));
         }

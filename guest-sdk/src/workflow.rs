@@ -1,11 +1,40 @@
-//! The workflow side of the SDK: the `Workflow` trait, episode types and defaults.
+//! The `workflow` world: the [`Workflow`] trait, the episode it gets, the output it returns,
+//! and the host interfaces it may call (`engine`, `tokenizer`, `rewards`, `tensor`, `tools`,
+//! `log`). Its items are also re-exported at the crate root.
 
 pub use crate::bindings::workflow::rollbox::workflow::{
     engine, log, rewards, tensor, tokenizer, tools, types,
 };
-pub use types::{Error, GenConfig, ModelRequest, ModelResponse, RewardInput, StopReason};
+pub use types::{GenConfig, ModelRequest, ModelResponse, RewardInput, StopReason};
 
+use crate::Error;
 use crate::bindings::workflow::rollbox::workflow::episode::{EpisodeInput, EpisodeOutput};
+
+impl ModelRequest {
+    /// A request for `input_ids` with `gconfig`: no rid (the host assigns one), no images, no
+    /// metadata.
+    pub fn new(input_ids: Vec<u32>, gconfig: GenConfig) -> Self {
+        ModelRequest {
+            rid: String::new(),
+            input_ids,
+            gconfig,
+            image_data: Vec::new(),
+            metadata: "{}".into(),
+        }
+    }
+}
+
+impl StopReason {
+    /// AReaL's name: `stop`, `length`, `tool_calls` or `abort`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Stop => "stop",
+            StopReason::Length => "length",
+            StopReason::ToolCalls => "tool_calls",
+            StopReason::Abort => "abort",
+        }
+    }
+}
 
 /// One episode as a workflow sees it.
 #[derive(Debug, Clone)]
@@ -27,14 +56,14 @@ pub struct Episode {
 
 impl Episode {
     /// The row's `messages` (AReaL's `data["messages"]`) as JSON text for the chat template.
-    pub fn messages(&self) -> Result<String, String> {
+    pub fn messages(&self) -> Result<String, Error> {
         let messages = &self.data["messages"];
         if !messages.is_array() {
             return Err(
                 "the row needs `messages`, a list of {\"role\", \"content\"} objects".into(),
             );
         }
-        serde_json::to_string(messages).map_err(|e| e.to_string())
+        Ok(serde_json::to_string(messages)?)
     }
 
     /// Chat options for the prompt: `add_generation_prompt`, and `enable_thinking` from the
@@ -50,7 +79,7 @@ impl Episode {
 
     /// One-sample sampling settings: AReaL's defaults, the config's `gconfig` overrides, and
     /// the tokenizer's stop and pad ids (AReaL's `new_with_stop_and_pad_token_ids`).
-    pub fn gconfig(&self) -> Result<GenConfig, String> {
+    pub fn gconfig(&self) -> Result<GenConfig, Error> {
         let g = GenConfig::default()
             .new_with(&self.config["gconfig"])?
             .with_stop_and_pad_token_ids(&tokenizer::special_tokens());
@@ -81,7 +110,7 @@ impl Output {
 pub trait Workflow {
     /// Turn one row into trajectories: `Ok(Some(..))` accepts, `Ok(None)` rejects,
     /// `Err(..)` fails the episode (counted, logged, never fatal to the host).
-    fn run_episode(episode: Episode) -> Result<Option<Output>, String>;
+    fn run_episode(episode: Episode) -> Result<Option<Output>, Error>;
 }
 
 #[doc(hidden)]

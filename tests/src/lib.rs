@@ -10,47 +10,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use rollbox_engines::{
-    EngineError, GenerateRequest, GenerateResponse, InferenceBackend, StopReason,
-};
+use rollbox_engines::testing::FakeBackend;
+use rollbox_engines::{InferenceBackend, StopReason};
 use rollbox_runtime::{Runtime, RuntimeConfig, Services};
 
 /// A backend that answers every prompt with `[7, 8, 2]` (logprobs -0.1, -0.2, -0.3, stop),
-/// cut to `max_new_tokens`, after an optional delay. Deterministic; for sandbox tests where
-/// the engine's answer is not the subject.
-pub struct FixedBackend {
-    /// Delay before answering.
-    pub delay: Duration,
-}
-
-#[async_trait]
-impl InferenceBackend for FixedBackend {
-    fn name(&self) -> &'static str {
-        "fixed"
-    }
-
-    async fn generate(&self, request: GenerateRequest) -> Result<GenerateResponse, EngineError> {
-        if !self.delay.is_zero() {
-            tokio::time::sleep(self.delay).await;
-        }
-        let mut tokens = vec![7, 8, 2];
-        let mut logprobs = vec![-0.1, -0.2, -0.3];
-        let mut stop_reason = StopReason::Stop;
-        let max = request.sampling.max_new_tokens as usize;
-        if tokens.len() > max {
-            tokens.truncate(max);
-            logprobs.truncate(max);
-            stop_reason = StopReason::Length;
-        }
-        Ok(GenerateResponse {
-            output_tokens: tokens,
-            output_logprobs: logprobs,
-            output_versions: None,
-            stop_reason,
-            ttft: None,
-        })
-    }
+/// cut to `max_new_tokens`, after `delay`. Deterministic; for sandbox tests where the engine's
+/// answer is not the subject.
+pub fn fixed_backend(delay: Duration) -> FakeBackend {
+    FakeBackend::fixed(vec![7, 8, 2], vec![-0.1, -0.2, -0.3], StopReason::Stop).with_delay(delay)
 }
 
 /// Compiled-component cache shared by the tests of one target directory.
@@ -82,12 +50,7 @@ pub fn runtime_with(backend: Option<Arc<dyn InferenceBackend>>, fuel: bool) -> R
 
 /// A runtime whose engine answers at once.
 pub fn runtime() -> Runtime {
-    runtime_with(
-        Some(Arc::new(FixedBackend {
-            delay: Duration::ZERO,
-        })),
-        false,
-    )
+    runtime_with(Some(Arc::new(fixed_backend(Duration::ZERO))), false)
 }
 
 /// The default model file (`$ROLLBOX_MODEL_DIR`, default `~/.cache/rollbox/models`), which
@@ -108,7 +71,7 @@ pub fn model_path() -> PathBuf {
 }
 
 /// Run the echo workflow on `[1, 2, 3]` and return its `input_ids`: the prompt followed by the
-/// engine's answer (`[1, 2, 3, 7, 8, 2]` with a [`FixedBackend`]); panics unless the episode is
+/// engine's answer (`[1, 2, 3, 7, 8, 2]` with a [`fixed_backend`]); panics unless the episode is
 /// accepted. Run after each hostile guest to show it left the host serving.
 pub async fn echo_input_ids(rt: &Runtime) -> Vec<i32> {
     let echo = rt
@@ -137,7 +100,7 @@ pub async fn echo_input_ids(rt: &Runtime) -> Vec<i32> {
     }
 }
 
-/// [`echo_input_ids`] answered by a [`FixedBackend`].
+/// [`echo_input_ids`] answered by a [`fixed_backend`].
 pub async fn assert_serves_echo(rt: &Runtime) {
     assert_eq!(echo_input_ids(rt).await, vec![1, 2, 3, 7, 8, 2]);
 }

@@ -24,7 +24,7 @@ use rollbox_runtime::{
 };
 use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
-use rollbox_tests::{FixedBackend, test_cache_dir};
+use rollbox_tests::test_cache_dir;
 use rollbox_tokenizer::HostTokenizer;
 use serde_json::json;
 
@@ -250,9 +250,8 @@ impl Harness {
         let tokenizer =
             HostTokenizer::load(&rollbox_tests::model_path()).expect("the model's tokenizer loads");
         services = services.with_tokenizer(Arc::new(tokenizer));
-        let services = services.with_backend(Arc::new(FixedBackend {
-            delay: Duration::ZERO,
-        }));
+        let services =
+            services.with_backend(Arc::new(rollbox_tests::fixed_backend(Duration::ZERO)));
         let config = RuntimeConfig {
             cache_dir: Some(test_cache_dir()),
             max_instances: 64,

@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rollbox_runtime::{EpisodeRequest, Limits, Runtime, RuntimeConfig, Services};
-use rollbox_tests::FixedBackend;
 use rollbox_tests::components as c;
 use serde_json::json;
 
@@ -186,9 +185,7 @@ async fn generated_and_mutated_components_load_or_fault() {
                 max_instances: 32,
                 ..RuntimeConfig::default()
             },
-            Services::new().with_backend(Arc::new(FixedBackend {
-                delay: Duration::ZERO,
-            })),
+            Services::new().with_backend(Arc::new(rollbox_tests::fixed_backend(Duration::ZERO))),
         )
         .expect("runtime"),
     );

@@ -7,10 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use rollbox_engines::{
-    EngineError, GenerateRequest, GenerateResponse, InferenceBackend, StopReason,
-};
+use rollbox_engines::testing::FakeBackend;
 use rollbox_runtime::{
     EpisodeOutcome, EpisodeReport, EpisodeRequest, GuestFault, Limits, Runtime, RuntimeConfig,
     Services,
@@ -20,29 +17,8 @@ use rollbox_tests::test_cache_dir;
 use rollbox_tokenizer::HostTokenizer;
 use serde_json::{Value, json};
 
-/// Generates exactly `max_new_tokens` tokens (id 5, logprob -0.5).
-struct Exact;
-
-#[async_trait]
-impl InferenceBackend for Exact {
-    fn name(&self) -> &'static str {
-        "exact"
-    }
-
-    async fn generate(&self, r: GenerateRequest) -> Result<GenerateResponse, EngineError> {
-        let n = r.sampling.max_new_tokens as usize;
-        Ok(GenerateResponse {
-            output_tokens: vec![5; n],
-            output_logprobs: vec![-0.5; n],
-            output_versions: None,
-            stop_reason: StopReason::Length,
-            ttft: None,
-        })
-    }
-}
-
 fn runtime(tokenizer: bool) -> Runtime {
-    let mut services = Services::new().with_backend(Arc::new(Exact));
+    let mut services = Services::new().with_backend(Arc::new(FakeBackend::filling(5, -0.5)));
     if tokenizer {
         let tok = HostTokenizer::load(&rollbox_tests::model_path()).expect("tokenizer loads");
         services = services.with_tokenizer(Arc::new(tok));
@@ -78,7 +54,7 @@ fn reported(r: &EpisodeReport) -> String {
     }
 }
 
-/// The host still serves a normal episode (answered by [`Exact`]: 16384 tokens of id 5).
+/// The host still serves a normal episode (answered by a filling fake backend: 16384 tokens of id 5).
 async fn assert_serves_next(rt: &Runtime) {
     let ids = rollbox_tests::echo_input_ids(rt).await;
     assert!(

@@ -9,7 +9,7 @@ use rollbox_runtime::{
     GuestFault, Limits, RewardCall, Runtime, RuntimeConfig, Services, WorldKind,
 };
 use rollbox_tests::components as c;
-use rollbox_tests::{FixedBackend, runtime, test_cache_dir};
+use rollbox_tests::{runtime, test_cache_dir};
 use serde_json::json;
 
 #[test]
@@ -146,9 +146,9 @@ fn cached_runtime(dir: &Path) -> Runtime {
         max_instances: 8,
         ..RuntimeConfig::default()
     };
-    let services = Services::new().with_backend(Arc::new(FixedBackend {
-        delay: std::time::Duration::ZERO,
-    }));
+    let services = Services::new().with_backend(Arc::new(rollbox_tests::fixed_backend(
+        std::time::Duration::ZERO,
+    )));
     Runtime::new(config, services).expect("runtime")
 }
 

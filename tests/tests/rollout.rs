@@ -5,40 +5,16 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use rollbox_engines::{EngineError, GenerateRequest, GenerateResponse, InferenceBackend};
+use rollbox_engines::InferenceBackend;
 use rollbox_rollout::dataset::{OnBadRow, parse_rows};
-use rollbox_rollout::group::Filter;
+use rollbox_rollout::group::{Filter, Normalization};
 use rollbox_rollout::output::OutputDir;
 use rollbox_rollout::{Rollout, RolloutOptions, Stats};
 use rollbox_tensor::{Device, TensorData, read_safetensors};
-use rollbox_tests::FixedBackend;
 use rollbox_tests::components as c;
 use serde_json::{Value, json};
-
-/// Counts generate calls in flight and remembers the most seen at once.
-struct Gauge {
-    inner: FixedBackend,
-    now: AtomicUsize,
-    max: AtomicUsize,
-}
-
-#[async_trait]
-impl InferenceBackend for Gauge {
-    fn name(&self) -> &'static str {
-        "gauge"
-    }
-    async fn generate(&self, r: GenerateRequest) -> Result<GenerateResponse, EngineError> {
-        let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.max.fetch_max(n, Ordering::SeqCst);
-        let out = self.inner.generate(r).await;
-        self.now.fetch_sub(1, Ordering::SeqCst);
-        out
-    }
-}
 
 async fn roll(
     rows: &str,
@@ -68,9 +44,7 @@ async fn roll(
 }
 
 fn fixed() -> Arc<dyn InferenceBackend> {
-    Arc::new(FixedBackend {
-        delay: Duration::ZERO,
-    })
+    Arc::new(rollbox_tests::fixed_backend(Duration::ZERO))
 }
 
 fn lines(out: &Path) -> Vec<Value> {
@@ -94,13 +68,7 @@ async fn groups_batches_and_the_concurrency_limit() {
     let rows: String = (0..10)
         .map(|i| json!({"rewards": [i, 0, 1]}).to_string() + "\n")
         .collect();
-    let gauge = Arc::new(Gauge {
-        inner: FixedBackend {
-            delay: Duration::from_millis(20),
-        },
-        now: AtomicUsize::new(0),
-        max: AtomicUsize::new(0),
-    });
+    let gauge = Arc::new(rollbox_tests::fixed_backend(Duration::from_millis(20)));
     let options = RolloutOptions {
         n_samples: 3,
         max_concurrent: 4,
@@ -111,7 +79,7 @@ async fn groups_batches_and_the_concurrency_limit() {
     assert_eq!(s.episodes.get("accepted"), Some(&30));
     assert_eq!(s.groups_kept, 10);
     assert_eq!((s.trajectories, s.batches), (30, 3), "4 + 4 + 2 groups");
-    let max = gauge.max.load(Ordering::SeqCst);
+    let max = gauge.max_in_flight();
     assert!(
         max <= 4,
         "{max} generate calls in flight with --max-concurrent 4"
@@ -239,7 +207,7 @@ async fn normalisation_and_the_non_constant_filter() {
         RolloutOptions {
             n_samples: 4,
             batch_size: 4,
-            normalize: true,
+            normalize: Some(Normalization::ZScore),
             filter: Some(Filter::NonConstant),
             ..RolloutOptions::default()
         },

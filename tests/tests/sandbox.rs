@@ -10,7 +10,7 @@ use rollbox_runtime::{
 };
 use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
-use rollbox_tests::{FixedBackend, runtime, runtime_with};
+use rollbox_tests::{runtime, runtime_with};
 use serde_json::json;
 
 fn load(rt: &Runtime, path: &str) -> WorkflowComponent {
@@ -160,9 +160,7 @@ async fn infinite_loop_is_interrupted_at_the_deadline() {
 #[tokio::test]
 async fn infinite_loop_runs_out_of_fuel() {
     let rt = runtime_with(
-        Some(Arc::new(FixedBackend {
-            delay: Duration::ZERO,
-        })),
+        Some(Arc::new(rollbox_tests::fixed_backend(Duration::ZERO))),
         true,
     );
     let w = load(&rt, c::ADV_LOOP);
@@ -344,9 +342,9 @@ async fn stdout_flood_is_truncated_without_hurting_the_guest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_episodes_do_not_share_global_state() {
     let rt = Arc::new(runtime_with(
-        Some(Arc::new(FixedBackend {
-            delay: Duration::from_millis(200),
-        })),
+        Some(Arc::new(rollbox_tests::fixed_backend(
+            Duration::from_millis(200),
+        ))),
         false,
     ));
     let w = load(&rt, c::GLOBAL_STATE);

@@ -18,34 +18,26 @@
 //! timeout = "600s"
 //! ```
 
+use std::ffi::OsString;
+use std::path::Path;
+
 use anyhow::{Context as _, bail};
 
-/// Expand `--config-file` in `args` (the process's arguments) into flags.
-pub fn expand(args: Vec<String>) -> anyhow::Result<Vec<String>> {
-    let Some(sub) = args.iter().position(|a| a == "rollout" || a == "serve") else {
-        return Ok(args);
-    };
-    let mut path = None;
-    for (i, a) in args.iter().enumerate().skip(sub + 1) {
-        if a == "--config-file" {
-            path = args.get(i + 1).cloned();
-        } else if let Some(p) = a.strip_prefix("--config-file=") {
-            path = Some(p.to_string());
-        }
-    }
-    let Some(path) = path else {
-        return Ok(args);
-    };
+/// `args` (the process's arguments, already parsed once: `args[1]` is the subcommand) with the
+/// settings of the TOML file at `path` inserted right after the subcommand, so that the flags
+/// given on the command line come later and win.
+pub fn with_file(args: &[OsString], path: &Path) -> anyhow::Result<Vec<OsString>> {
+    let shown = path.display();
     let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading --config-file {path}"))?;
+        std::fs::read_to_string(path).with_context(|| format!("reading --config-file {shown}"))?;
     let table: toml::Table =
-        toml::from_str(&text).with_context(|| format!("parsing --config-file {path} as TOML"))?;
+        toml::from_str(&text).with_context(|| format!("parsing --config-file {shown} as TOML"))?;
+    let path = shown.to_string();
     let mut flags = Vec::new();
     for (key, value) in &table {
         match (key.as_str(), value) {
             ("workflow_config" | "workflow-config", v) => {
-                flags.push("--config".to_string());
-                flags.push(serde_json::to_string(v)?);
+                flags.push(format!("--config={}", serde_json::to_string(v)?));
             }
             ("limits", toml::Value::Table(t)) => {
                 for (k, v) in t {
@@ -60,9 +52,10 @@ pub fn expand(args: Vec<String>) -> anyhow::Result<Vec<String>> {
             (k, v) => push(&mut flags, k, v, &path)?,
         }
     }
-    let mut out = args[..=sub].to_vec();
-    out.extend(flags);
-    out.extend(args[sub + 1..].iter().cloned());
+    let split = args.len().min(2);
+    let mut out = args[..split].to_vec();
+    out.extend(flags.into_iter().map(OsString::from));
+    out.extend(args[split..].iter().cloned());
     Ok(out)
 }
 
@@ -76,18 +69,11 @@ fn push(flags: &mut Vec<String>, key: &str, v: &toml::Value, path: &str) -> anyh
                 push(flags, key, item, path)?;
             }
         }
-        toml::Value::String(s) => {
-            flags.push(flag);
-            flags.push(s.clone());
-        }
-        toml::Value::Integer(n) => {
-            flags.push(flag);
-            flags.push(n.to_string());
-        }
-        toml::Value::Float(x) => {
-            flags.push(flag);
-            flags.push(x.to_string());
-        }
+        // `--flag=value`: a value that starts with `-`, or a flag with an optional value
+        // (`--normalize=mean`), reads as meant.
+        toml::Value::String(s) => flags.push(format!("{flag}={s}")),
+        toml::Value::Integer(n) => flags.push(format!("{flag}={n}")),
+        toml::Value::Float(x) => flags.push(format!("{flag}={x}")),
         other => {
             bail!("{path}: `{key}` = {other} is not a flag value (string, number, bool or list)")
         }
@@ -105,43 +91,36 @@ mod tests {
         let path = dir.path().join("r.toml");
         std::fs::write(
             &path,
-            "n_samples = 3\nnormalize = true\nreward = [\"a=x.wasm\", \"b=y.wasm\"]\n[workflow_config]\nreward = \"math\"\n[limits]\nmax_memory = \"1GiB\"\n",
+            "n_samples = 3\nnormalize = \"mean\"\nreward = [\"a=x.wasm\", \"b=y.wasm\"]\n[workflow_config]\nreward = \"math\"\n[limits]\nmax_memory = \"1GiB\"\n",
         )
         .expect("write");
-        let args: Vec<String> = [
-            "rollbox",
-            "rollout",
-            "d.jsonl",
-            "--config-file",
-            path.to_str().expect("utf8"),
-            "--n-samples",
-            "5",
-        ]
-        .map(String::from)
-        .to_vec();
-        let out = expand(args).expect("expand");
+        let args: Vec<OsString> = ["rollbox", "rollout", "d.jsonl", "--n-samples", "5"]
+            .map(OsString::from)
+            .to_vec();
+        let out: Vec<String> = with_file(&args, &path)
+            .expect("expand")
+            .into_iter()
+            .map(|a| a.into_string().expect("utf8"))
+            .collect();
         let joined = out.join(" ");
-        let file_n = out.iter().position(|a| a == "3").expect("file value");
+        assert!(joined.starts_with("rollbox rollout --"), "{joined}");
+        let file_n = out
+            .iter()
+            .position(|a| a == "--n-samples=3")
+            .expect("file value");
         let cli_n = out.iter().position(|a| a == "5").expect("cli value");
         assert!(file_n < cli_n, "{joined}");
         assert!(
-            joined.contains("--reward a=x.wasm --reward b=y.wasm"),
+            joined.contains("--reward=a=x.wasm --reward=b=y.wasm"),
             "{joined}"
         );
-        assert!(joined.contains("--normalize"), "{joined}");
-        assert!(joined.contains("--max-memory 1GiB"), "{joined}");
-        assert!(joined.contains(r#"--config {"reward":"math"}"#), "{joined}");
+        assert!(joined.contains("--normalize=mean"), "{joined}");
+        assert!(joined.contains("--max-memory=1GiB"), "{joined}");
+        assert!(joined.contains(r#"--config={"reward":"math"}"#), "{joined}");
         std::fs::write(&path, "config = \"x\"\n").expect("write");
-        let bad = [
-            "rollbox",
-            "serve",
-            "--config-file",
-            path.to_str().expect("utf8"),
-        ]
-        .map(String::from)
-        .to_vec();
+        let bad = ["rollbox", "serve"].map(OsString::from).to_vec();
         assert!(
-            expand(bad)
+            with_file(&bad, &path)
                 .expect_err("config")
                 .to_string()
                 .contains("[workflow_config]")

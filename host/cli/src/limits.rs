@@ -9,36 +9,47 @@ use std::sync::Arc;
 
 use rollbox_runtime::{CallPolicy, Limits};
 
-/// Sandbox limits for workflow episodes. Defaults are `Limits::default()`.
+/// Sandbox limits for workflow episodes. Unset flags keep `Limits::default()`, whose values the
+/// help texts print (so they are written in one place, the runtime).
 #[derive(Args, Debug, Clone, Default)]
 pub struct LimitArgs {
-    /// Linear memory per instance (e.g. 512MiB, 1GiB). Default 512MiB.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", help = help("Linear memory per instance (e.g. 512MiB, 1GiB)", size(D.max_memory_bytes as usize)))]
     pub max_memory: Option<String>,
-    /// Wall-clock time per episode (e.g. 600s, 1.5s, 250ms). Default 600s.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", help = help("Wall-clock time per episode (e.g. 600s, 1.5s, 250ms)", format!("{}s", D.timeout.as_secs_f64())))]
     pub timeout: Option<String>,
     /// Fuel (≈ wasm instructions) per episode; enables fuel metering. Default: unmetered.
     #[arg(long)]
     pub fuel: Option<u64>,
-    /// Bytes a guest may move into the host in one call. Default 64MiB.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", help = help("Bytes a guest may move into the host in one call", size(D.max_boundary_bytes)))]
     pub max_boundary_bytes: Option<String>,
-    /// Live tensor handles per episode. Default 10000.
-    #[arg(long)]
+    #[arg(long, help = help("Live tensor handles per episode", D.max_handles))]
     pub max_handles: Option<usize>,
-    /// Bytes of tensors an episode may create. Default 1GiB.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", help = help("Bytes of tensors an episode may create", size(D.max_tensor_bytes)))]
     pub max_tensor_bytes: Option<String>,
-    /// Generate requests per episode. Default 1024.
-    #[arg(long)]
+    #[arg(long, help = help("Generate requests per episode", D.max_generate_calls))]
     pub max_generate_calls: Option<u32>,
-    /// Generated tokens per episode. Default 1048576.
-    #[arg(long)]
+    #[arg(long, help = help("Generated tokens per episode", D.max_generated_tokens))]
     pub max_episode_tokens: Option<u64>,
-    /// Captured stdout and stderr bytes each per episode. Default 64KiB.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", help = help("Captured stdout and stderr bytes each per episode", size(D.max_stdout_bytes)))]
     pub max_output_bytes: Option<String>,
+}
+
+/// The defaults the help texts show.
+const D: Limits = Limits::DEFAULT;
+
+/// `what. Default value.`
+fn help(what: &str, value: impl std::fmt::Display) -> String {
+    format!("{what}. Default {value}.")
+}
+
+/// `n` bytes the way the flags take sizes (`512MiB`).
+fn size(n: usize) -> String {
+    match n {
+        n if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{}GiB", n >> 30),
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}KiB", n >> 10),
+        n => n.to_string(),
+    }
 }
 
 impl LimitArgs {
@@ -163,6 +174,17 @@ pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn help_shows_the_runtime_defaults() {
+        assert_eq!(size(512 << 20), "512MiB");
+        assert_eq!(size(1 << 30), "1GiB");
+        assert_eq!(size(1000), "1000");
+        assert_eq!(
+            parse_size(&size(D.max_memory_bytes as usize)).expect("size") as u64,
+            D.max_memory_bytes
+        );
+    }
 
     #[test]
     fn sizes_and_durations_parse() {

@@ -5,8 +5,21 @@
 //! token, stop reason). Policy — clamping `max_new_tokens`, adding eos/pad stop ids, per-episode
 //! quotas, version stamping — lives in the runtime's `engine` host-call module, not here.
 //!
-//! This crate deliberately has no wasmtime dependency. Backends:
+//! This crate deliberately has no wasmtime dependency. The trait, the request and response
+//! types, the errors, [`EngineSpec`] and the replay backend are always built; the backends
+//! with heavy dependencies are behind features, so a crate that only names the trait (the
+//! runtime) compiles neither candle-nn nor reqwest:
 //!
+//! | feature | backends | brings |
+//! |---|---|---|
+//! | `embedded` (default) | [`embedded::EmbeddedBackend`] | candle-core, candle-nn, gemm |
+//! | `http` (default) | [`sglang::SglangBackend`], [`openai::OpenAiBackend`] | reqwest |
+//! | `testing` | [`testing::FakeBackend`] for tests and benchmarks | nothing |
+//!
+//! A new backend is a module here, a variant of [`EngineSpec`] and its arm in
+//! [`EngineSpec::build`]; nothing outside this crate changes. Backends:
+//!
+//! * [`embedded::EmbeddedBackend`]: a GGUF model run in-process on candle (CPU).
 //! * [`replay::ReplayBackend`]: answers from a recorded JSONL file, for deterministic tests and
 //!   exact re-runs of an episode.
 //! * [`sglang::SglangBackend`]: SGLang's native `/generate` over plain HTTP, several servers
@@ -28,15 +41,24 @@
 //! # }
 //! ```
 
+#[cfg(feature = "embedded")]
 pub mod embedded;
+#[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "http")]
 pub mod openai;
 pub mod replay;
 mod request;
+#[cfg(feature = "http")]
 pub mod sglang;
+mod spec;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
+#[cfg(feature = "http")]
 pub use http::HttpOptions;
-pub use request::{GenerateRequest, GenerateResponse, SamplingParams, StopReason};
+pub use request::{GenerateRequest, GenerateResponse, SamplingParams, StopReason, add_stop_ids};
+pub use spec::{ENGINE_SPECS, Engine, EngineSpec};
 
 use async_trait::async_trait;
 

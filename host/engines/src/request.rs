@@ -119,3 +119,13 @@ pub struct GenerateResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft: Option<f64>,
 }
+
+/// Append each id of `more` to `stop_ids` unless it is already there (in order): how default
+/// stop ids (eos, pad) join a request's own, as AReaL's `new_with_stop_and_pad_token_ids` does.
+pub fn add_stop_ids(stop_ids: &mut Vec<u32>, more: impl IntoIterator<Item = u32>) {
+    for id in more {
+        if !stop_ids.contains(&id) {
+            stop_ids.push(id);
+        }
+    }
+}

@@ -1,18 +1,20 @@
 //! The output directory: numbered safetensors batches, `trajectories.jsonl`, `stats.json`.
 //!
 //! A batch is committed when `batch-NNNNNN.safetensors` appears (written to a temporary file,
-//! fsynced, renamed). Its header metadata lists the rows it holds (`rows`), the rows consumed
-//! since the previous batch whose groups were dropped (`dropped_rows`), and one JSON line per
-//! trajectory (`trajectories`). On start, [`OutputDir::open`] reads every committed batch's
-//! header: those rows are done, temporary files of a killed run are removed, and
+//! fsynced, renamed). Its header metadata lists the rows it holds (`rows`) and one JSON line
+//! per trajectory (`trajectories`); rows whose groups were dropped are appended to
+//! `dropped-rows.jsonl`. On start, [`OutputDir::open`] reads every committed batch's header and
+//! `dropped-rows.jsonl`: those rows are done, temporary files of a killed run are removed, and
 //! `trajectories.jsonl` is rebuilt from the headers, so a run killed at any moment loses no
-//! committed batch and duplicates no row.
+//! committed batch and duplicates no row. [`OutputDir`] is the disk [`BatchSink`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use rollbox_tensor::HostTensor;
+use crate::group::DropReason;
+use crate::sink::{Batch, BatchSink, WriteJob};
+use crate::stats::Stats;
 
 /// The output directory of a run.
 #[derive(Debug)]
@@ -28,38 +30,12 @@ pub struct OutputDir {
     next_commit: usize,
     /// `dropped-rows.jsonl`, open for appending once a row was dropped.
     dropped: Option<std::fs::File>,
+    /// Rows and trajectory counts of the batches prepared and not yet committed, oldest first.
+    pending: VecDeque<(usize, Vec<usize>, usize)>,
 }
 
 fn batch_name(n: usize) -> String {
     format!("batch-{n:06}.safetensors")
-}
-
-/// The header metadata of a safetensors file, without reading its tensors.
-pub fn read_header_metadata(path: &Path) -> anyhow::Result<BTreeMap<String, String>> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
-    let mut len = [0u8; 8];
-    f.read_exact(&mut len)?;
-    let n = u64::from_le_bytes(len);
-    anyhow::ensure!(
-        n < 100 << 20,
-        "{}: header of {n} bytes is implausible",
-        path.display()
-    );
-    let mut header = vec![0u8; 8 + n as usize];
-    header[..8].copy_from_slice(&len);
-    f.read_exact(&mut header[8..])?;
-    let json: serde_json::Value = serde_json::from_slice(&header[8..])?;
-    let meta = json
-        .get("__metadata__")
-        .and_then(|m| m.as_object())
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(meta)
 }
 
 fn json_list(
@@ -103,7 +79,7 @@ impl OutputDir {
         let mut lines = String::new();
         let mut committed_trajectories = 0;
         for (_, path) in &batches {
-            let meta = read_header_metadata(path).map_err(|e| {
+            let meta = rollbox_tensor::read_safetensors_metadata(path).map_err(|e| {
                 anyhow::anyhow!(
                     "reading {}: {e}; delete it to re-run its rows",
                     path.display()
@@ -148,6 +124,7 @@ impl OutputDir {
             next_commit: batches.last().map_or(0, |(n, _)| n + 1),
             committed_trajectories,
             dropped: None,
+            pending: VecDeque::new(),
         };
         rollbox_tensor::write_atomic(&out.trajectories_path(), lines.as_bytes())?;
         Ok(out)
@@ -163,61 +140,11 @@ impl OutputDir {
         self.dir.join("stats.json")
     }
 
-    /// The bytes of the next batch's files: the tensors, with `metadata` plus the row list and
-    /// the trajectory lines (`trajectories`, serialized JSON objects) in the header, and the
-    /// lines for `trajectories.jsonl`; the batch takes the next number. CPU work only: write
-    /// them with [`BatchFiles::write`] (blocking file I/O, which an async caller runs off its
-    /// workers), then record them with [`OutputDir::committed`]. Batches must be written and
-    /// committed in the order they were prepared.
-    pub fn prepare_batch(
-        &mut self,
-        tensors: &[(String, HostTensor)],
-        mut metadata: BTreeMap<String, String>,
-        rows: &[usize],
-        trajectories: &[&str],
-    ) -> anyhow::Result<BatchFiles> {
-        let n = self.next_batch;
-        metadata.insert("batch".into(), n.to_string());
-        metadata.insert("rows".into(), serde_json::to_string(rows)?);
-        // `trajectories` are serialized JSON objects: the header holds them as one JSON list.
-        metadata.insert(
-            "trajectories".into(),
-            format!("[{}]", trajectories.join(",")),
-        );
-        let safetensors = rollbox_tensor::to_safetensors_bytes(tensors, &metadata)?;
-        // Numbered only once it can be written: a batch refused here is split or dropped by
-        // the controller and leaves no gap.
-        self.next_batch += 1;
-        let mut lines = String::with_capacity(trajectories.iter().map(|t| t.len() + 1).sum());
-        for t in trajectories {
-            lines.push_str(t);
-            lines.push('\n');
-        }
-        Ok(BatchFiles {
-            number: n,
-            path: self.dir.join(batch_name(n)),
-            safetensors,
-            jsonl: self.trajectories_path(),
-            lines,
-            rows: rows.to_vec(),
-            trajectories: trajectories.len(),
-        })
-    }
-
-    /// Record a batch that [`BatchFiles::write`] wrote; returns its path.
-    pub fn committed(&mut self, files: BatchFiles) -> PathBuf {
-        debug_assert_eq!(files.number, self.next_commit, "batches commit in order");
-        self.next_commit += 1;
-        self.done_rows.extend(files.rows.iter().copied());
-        self.committed_trajectories += files.trajectories;
-        files.path
-    }
-
-    /// Record a row whose group was dropped: one line appended to `dropped-rows.jsonl`, not
+    /// A row whose group was dropped: one line appended to `dropped-rows.jsonl`, not
     /// synced (a killed process loses no written line; [`OutputDir::sync_dropped`] makes them
     /// durable). A sync per line bounded a filter that drops most groups to the disk's sync
     /// rate; a line lost to a power cut only means its row runs again.
-    pub fn record_dropped(&mut self, row: usize, reason: &str) -> anyhow::Result<()> {
+    fn append_dropped(&mut self, row: usize, reason: DropReason) -> anyhow::Result<()> {
         let f = match &mut self.dropped {
             Some(f) => f,
             None => self.dropped.insert(
@@ -227,15 +154,15 @@ impl OutputDir {
                     .open(self.dir.join("dropped-rows.jsonl"))?,
             ),
         };
-        let line = serde_json::json!({"row": row, "reason": reason}).to_string() + "\n";
+        let line = serde_json::json!({"row": row, "reason": reason.as_str()}).to_string() + "\n";
         f.write_all(line.as_bytes())?;
         self.done_rows.insert(row);
         Ok(())
     }
 
-    /// Sync `dropped-rows.jsonl` to disk (the controller does so with its interim stats, about
-    /// once a second, and at the end of a run).
-    pub fn sync_dropped(&self) -> anyhow::Result<()> {
+    /// Sync `dropped-rows.jsonl` to disk (with the interim stats, about once a second, and at
+    /// the end of a run).
+    fn sync_dropped(&self) -> anyhow::Result<()> {
         if let Some(f) = &self.dropped {
             f.sync_data()?;
         }
@@ -250,29 +177,64 @@ impl OutputDir {
     }
 }
 
-/// One batch's files, ready to write (see [`OutputDir::prepare_batch`]).
-pub struct BatchFiles {
-    number: usize,
-    path: PathBuf,
-    safetensors: Vec<u8>,
-    jsonl: PathBuf,
-    lines: String,
-    rows: Vec<usize>,
-    trajectories: usize,
-}
+impl BatchSink for OutputDir {
+    fn done_rows(&self) -> &BTreeSet<usize> {
+        &self.done_rows
+    }
 
-impl BatchFiles {
-    /// Write the safetensors file atomically (temp + fsync + rename), then append the lines
-    /// to `trajectories.jsonl` and sync it. Blocking file I/O.
-    pub fn write(&self) -> anyhow::Result<()> {
-        rollbox_tensor::write_atomic(&self.path, &self.safetensors)
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", self.path.display()))?;
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&self.jsonl)?;
-        f.write_all(self.lines.as_bytes())?;
-        f.sync_data()?;
-        Ok(())
+    fn next_batch(&self) -> usize {
+        self.next_batch
+    }
+
+    /// Serialise the batch (safetensors bytes and its `trajectories.jsonl` lines); the job
+    /// writes the safetensors file atomically (temp + fsync + rename), then appends the lines
+    /// to `trajectories.jsonl` and syncs it.
+    fn prepare(&mut self, mut batch: Batch) -> anyhow::Result<Option<WriteJob>> {
+        let n = self.next_batch;
+        batch.stamp(n)?;
+        let safetensors = rollbox_tensor::to_safetensors_bytes(&batch.tensors, &batch.metadata)?;
+        // Numbered only once it can be written: a batch refused here is split or dropped by
+        // the controller and leaves no gap.
+        self.next_batch += 1;
+        let mut lines = String::with_capacity(batch.lines.iter().map(|t| t.len() + 1).sum());
+        for t in &batch.lines {
+            lines.push_str(t);
+            lines.push('\n');
+        }
+        self.pending.push_back((n, batch.rows, batch.lines.len()));
+        let path = self.dir.join(batch_name(n));
+        let jsonl = self.trajectories_path();
+        Ok(Some(Box::new(move || {
+            rollbox_tensor::write_atomic(&path, &safetensors)
+                .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&jsonl)?;
+            f.write_all(lines.as_bytes())?;
+            f.sync_data()?;
+            tracing::info!("wrote {}", path.display());
+            Ok(())
+        })))
+    }
+
+    fn committed(&mut self) {
+        let Some((n, rows, trajectories)) = self.pending.pop_front() else {
+            debug_assert!(false, "a commit without a prepared batch");
+            return;
+        };
+        debug_assert_eq!(n, self.next_commit, "batches commit in order");
+        self.next_commit += 1;
+        self.done_rows.extend(rows);
+        self.committed_trajectories += trajectories;
+    }
+
+    fn record_dropped(&mut self, row: usize, reason: DropReason) -> anyhow::Result<()> {
+        self.append_dropped(row, reason)
+    }
+
+    fn checkpoint(&mut self, stats: &Stats, _last: bool) -> anyhow::Result<()> {
+        self.write_stats(&serde_json::to_value(stats)?)?;
+        self.sync_dropped()
     }
 }

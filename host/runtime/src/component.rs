@@ -2,7 +2,6 @@
 //! pre-instantiate. A component for the wrong world, a core module, or an import rollbox does
 //! not provide fails here, at load time, with a message naming what is missing or extra.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
@@ -12,69 +11,11 @@ use wasmtime::component::Component;
 use crate::bindings;
 use crate::runtime::Runtime;
 use crate::state::StoreState;
+use crate::world::{WIT_PACKAGE, WIT_VERSION, WorldKind};
 
 /// Size of a component file accepted for loading. Guards compile time and memory against
 /// a huge file; Python components are ~20 MiB.
 pub const MAX_COMPONENT_FILE_BYTES: u64 = 256 << 20;
-
-/// The rollbox worlds a component can target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorldKind {
-    /// Exports `run-episode`; imports any rollbox interface.
-    Workflow,
-    /// Exports `score`; imports `log` only.
-    Reward,
-    /// Exports `call`; imports `log` only.
-    Tool,
-}
-
-impl WorldKind {
-    /// The export that identifies the world.
-    pub fn export_name(self) -> &'static str {
-        match self {
-            WorldKind::Workflow => "run-episode",
-            WorldKind::Reward => "score",
-            WorldKind::Tool => "call",
-        }
-    }
-
-    /// How to load a component of this world from the CLI.
-    fn cli_hint(self) -> &'static str {
-        match self {
-            WorldKind::Workflow => "pass it as the workflow",
-            WorldKind::Reward => "load it with --reward NAME=PATH",
-            WorldKind::Tool => "load it with --tool NAME=PATH",
-        }
-    }
-
-    /// rollbox interfaces a component of this world may import.
-    fn allowed_interfaces(self) -> &'static [&'static str] {
-        match self {
-            WorldKind::Workflow => &[
-                "types",
-                "engine",
-                "tokenizer",
-                "rewards",
-                "tensor",
-                "tools",
-                "log",
-                "episode",
-            ],
-            WorldKind::Reward | WorldKind::Tool => &["types", "log"],
-        }
-    }
-}
-
-impl fmt::Display for WorldKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            WorldKind::Workflow => "workflow",
-            WorldKind::Reward => "reward",
-            WorldKind::Tool => "tool",
-        })
-    }
-}
 
 /// What `rollbox inspect` prints and every trajectory records about its component.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -359,8 +300,9 @@ pub(crate) fn check_world(info: &ComponentInfo, expected: WorldKind) -> anyhow::
                 format!(": is this a {actual} component? {}", actual.cli_hint())
             }
             _ => format!(
-                "; a {expected} component exports `{}` from the rollbox:workflow `{expected}` world",
-                expected.export_name()
+                "; a {expected} component exports `{}` from the {} world",
+                expected.export_name(),
+                expected.qualified_name()
             ),
         };
         bail!(
@@ -372,9 +314,12 @@ pub(crate) fn check_world(info: &ComponentInfo, expected: WorldKind) -> anyhow::
         if import.starts_with("wasi:") {
             continue;
         }
-        let Some(rest) = import.strip_prefix("rollbox:workflow/") else {
+        let Some(rest) = import
+            .strip_prefix(WIT_PACKAGE)
+            .and_then(|r| r.strip_prefix('/'))
+        else {
             bail!(
-                "{name} imports `{import}`, which rollbox does not provide: only WASI 0.2 and the rollbox:workflow interfaces are linked"
+                "{name} imports `{import}`, which rollbox does not provide: only WASI 0.2 and the {WIT_PACKAGE} interfaces are linked"
             );
         };
         let iface = rest.split('@').next().unwrap_or(rest);
@@ -390,7 +335,7 @@ pub(crate) fn check_world(info: &ComponentInfo, expected: WorldKind) -> anyhow::
 
 fn link_error(info: &ComponentInfo, e: wasmtime::Error) -> anyhow::Error {
     anyhow::anyhow!(
-        "{} does not match the rollbox:workflow@0.1.0 contract: {e:#}; rebuild it against this version of wit/",
+        "{} does not match the {WIT_PACKAGE}@{WIT_VERSION} contract: {e:#}; rebuild it against this version of wit/",
         info.path.display()
     )
 }

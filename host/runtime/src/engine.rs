@@ -15,7 +15,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use rollbox_engines::{EngineError, GenerateRequest, InferenceBackend, SamplingParams, StopReason};
+use rollbox_engines::{
+    EngineError, GenerateRequest, InferenceBackend, SamplingParams, StopReason, add_stop_ids,
+};
 use tokio::task::JoinSet;
 
 use crate::bindings::engine;
@@ -87,11 +89,10 @@ impl EpisodeCtx {
         self.generated_tokens += u64::from(max_new);
         let mut stop_token_ids = g.stop_token_ids.clone();
         if !g.exclude_default_stop_ids {
-            for id in self.services.default_stop_ids() {
-                if !stop_token_ids.contains(id) {
-                    stop_token_ids.push(*id);
-                }
-            }
+            add_stop_ids(
+                &mut stop_token_ids,
+                self.services.default_stop_ids().iter().copied(),
+            );
         }
         let rid = if req.rid.is_empty() {
             self.rid_counter += 1;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rollbox_tensor::HostTensor;
+use rollbox_tensor::{HostTensor, TensorData};
 use serde::Serialize;
 
 use crate::bindings::episode::{EpisodeInput, EpisodeOutput};
@@ -105,6 +105,35 @@ impl Trajectory {
     /// The tensor named `key`.
     pub fn get(&self, key: &str) -> Option<&HostTensor> {
         self.tensors.iter().find(|(k, _)| k == key).map(|(_, t)| t)
+    }
+
+    /// The values of the f32 tensor `key` (`None`: absent or another dtype).
+    pub fn f32s(&self, key: &str) -> Option<Vec<f32>> {
+        match self.get(key)?.data().ok()? {
+            TensorData::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The values of the i32 tensor `key` (`None`: absent or another dtype).
+    pub fn i32s(&self, key: &str) -> Option<Vec<i32>> {
+        match self.get(key)?.data().ok()? {
+            TensorData::I32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The values of the bool tensor `key` (`None`: absent or another dtype).
+    pub fn bools(&self, key: &str) -> Option<Vec<bool>> {
+        match self.get(key)?.data().ok()? {
+            TensorData::Bool(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Rows (the first dimension of `input_ids`; `None` without it).
+    pub fn rows(&self) -> Option<usize> {
+        self.get("input_ids")?.shape().first().copied()
     }
 }
 

@@ -52,10 +52,10 @@ mod tensor;
 mod tokenizer;
 mod tools;
 mod untrusted;
+mod world;
 
 pub use component::{
     ComponentInfo, MAX_COMPONENT_FILE_BYTES, RewardComponent, ToolComponent, WorkflowComponent,
-    WorldKind,
 };
 pub use engine::MAX_GENERATE_MANY_REQUESTS;
 pub use episode::{
@@ -69,7 +69,10 @@ pub use runtime::{
 };
 pub use services::Services;
 pub use state::{LogLine, MAX_TABLE_ELEMENTS, RewardRecord};
-pub use untrusted::{CallPolicy, CallReport, DEFERRED_TEARDOWN_BYTES, Registered, RewardCall};
+pub use untrusted::{
+    CallPolicy, CallReport, DEFERRED_TEARDOWN_BYTES, MAX_REAP_BACKLOG, Registered, RewardCall,
+};
+pub use world::{WIT_PACKAGE, WIT_VERSION, WorldKind};
 
 impl bindings::types::Host for state::StoreState {}
 impl bindings::episode::Host for state::StoreState {}

@@ -52,24 +52,27 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_memory_bytes: 512 << 20,
-            timeout: Duration::from_secs(600),
-            fuel: None,
-            max_boundary_bytes: 64 << 20,
-            max_handles: 10_000,
-            max_tensor_bytes: 1 << 30,
-            max_generate_calls: 1024,
-            max_generated_tokens: 1 << 20,
-            max_stdout_bytes: 64 << 10,
-            max_stderr_bytes: 64 << 10,
-            max_log_lines: 1000,
-            max_log_line_bytes: 4 << 10,
-        }
+        Limits::DEFAULT
     }
 }
 
 impl Limits {
+    /// The defaults for workflow episodes (`Limits::default()`), as a constant.
+    pub const DEFAULT: Limits = Limits {
+        max_memory_bytes: 512 << 20,
+        timeout: Duration::from_secs(600),
+        fuel: None,
+        max_boundary_bytes: 64 << 20,
+        max_handles: 10_000,
+        max_tensor_bytes: 1 << 30,
+        max_generate_calls: 1024,
+        max_generated_tokens: 1 << 20,
+        max_stdout_bytes: 64 << 10,
+        max_stderr_bytes: 64 << 10,
+        max_log_lines: 1000,
+        max_log_line_bytes: 4 << 10,
+    };
+
     /// Defaults for sandboxed reward and tool calls: 15 s, 256 MiB, 1 MiB across the boundary,
     /// no tensors and no generation (AReaL's `AsyncRewardWrapper` timeout).
     pub fn untrusted_call() -> Self {

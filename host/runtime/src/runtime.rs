@@ -146,7 +146,7 @@ fn base_config(config: &RuntimeConfig) -> Config {
     c.max_wasm_stack(1 << 20);
     c.async_stack_size(2 << 20);
     // Fiber stacks are not zeroed between uses (wasmtime's default): guests cannot address the
-    // native stack, and zeroing cost ~6 µs per instance here (`rollbox bench sandbox`).
+    // native stack, and zeroing cost ~6 µs per instance here (`rollbox-bench sandbox`).
     c.async_stack_zeroing(false);
     c
 }

@@ -23,7 +23,7 @@ const HANDLE_SLACK: usize = 64;
 
 /// Epoch ticks a guest runs before it yields to the executor (8-10 ms). The deadline is checked
 /// at every tick. Yielding at each tick preempted short guests at random, microseconds in; a
-/// preempted episode then waited behind every queued one (`rollbox bench rollout`, 512 in
+/// preempted episode then waited behind every queued one (`rollbox-bench rollout`, 512 in
 /// flight: p50 42 ms), and with two ticks rare stalls of this shared VM still caused bursts of
 /// yields (p99 4-72 ms in some runs); with five, none were seen (p99 0.34-0.39 ms).
 pub(crate) const YIELD_TICKS: u32 = 5;

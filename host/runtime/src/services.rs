@@ -78,16 +78,11 @@ impl Services {
     /// stop ids of every generate request (AReaL's `new_with_stop_and_pad_token_ids`).
     pub fn with_tokenizer(mut self, tokenizer: Arc<HostTokenizer>) -> Self {
         let s = tokenizer.special();
-        self.default_stop_ids =
-            [s.pad, s.eos]
-                .into_iter()
-                .flatten()
-                .fold(Vec::new(), |mut v, id| {
-                    if !v.contains(&id) {
-                        v.push(id);
-                    }
-                    v
-                });
+        self.default_stop_ids.clear();
+        rollbox_engines::add_stop_ids(
+            &mut self.default_stop_ids,
+            [s.pad, s.eos].into_iter().flatten(),
+        );
         self.tokenizer = Some(tokenizer);
         self
     }

@@ -4,7 +4,7 @@
 //! A fair (FIFO) semaphore hands a freed slot to the first waiter, which then holds it until
 //! the executor next polls it. With hundreds of episodes queued on two workers that is tens of
 //! milliseconds, during which the slot serves nobody, and every later caller queues behind it:
-//! once started, such a convoy never drained (`rollbox bench rollout`, 512 in flight, reward
+//! once started, such a convoy never drained (`rollbox-bench rollout`, 512 in flight, reward
 //! calls ~20 µs: episode p50 40 ms instead of 0.12 ms). Here a freed slot returns to the pool
 //! and wakes one waiter, which takes a slot when it runs if one is free, else waits again.
 

@@ -206,36 +206,45 @@ async fn attempt<T>(
 /// Instances that grew to this much linear memory are torn down on the reaper thread.
 pub const DEFERRED_TEARDOWN_BYTES: usize = 4 << 20;
 
+/// Stores waiting for the reaper at most. Each holds a pool slot (a componentize-py
+/// instance: 36 core instances) until it is torn down, so a reaper that falls behind (a loaded
+/// machine) must not hold many: past this many, the caller tears its store down itself.
+pub const MAX_REAP_BACKLOG: usize = 8;
+
 /// Tear `store` down off the caller's path. Resetting a large instance's memory (page scans,
 /// madvise, dozens of core instances for a componentize-py component) costs ~0.16 ms; the
 /// result is already known, so the caller need not wait. One reaper thread does it in order;
-/// when it is 64 stores behind (or cannot start), the caller drops the store itself, so the
-/// backlog, and the pool slots and memory it holds, stays bounded.
+/// when it is [`MAX_REAP_BACKLOG`] stores behind (or cannot start), the caller drops the store
+/// itself, so the backlog, and the pool slots and memory it holds, stays bounded.
 fn reap(store: wasmtime::Store<StoreState>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
     type Reaper = SyncSender<wasmtime::Store<StoreState>>;
     static REAPER: std::sync::OnceLock<Option<Reaper>> = std::sync::OnceLock::new();
+    static BACKLOG: AtomicUsize = AtomicUsize::new(0);
     let reaper = REAPER.get_or_init(|| {
-        let (tx, rx) = sync_channel::<wasmtime::Store<StoreState>>(64);
+        let (tx, rx) = sync_channel::<wasmtime::Store<StoreState>>(MAX_REAP_BACKLOG);
         std::thread::Builder::new()
             .name("rollbox-reaper".into())
             .spawn(move || {
                 for store in rx {
                     drop(store);
+                    BACKLOG.fetch_sub(1, Ordering::AcqRel);
                 }
             })
             .ok()
             .map(|_| tx)
     });
-    match reaper {
-        Some(tx) => {
-            if let Err(TrySendError::Full(store) | TrySendError::Disconnected(store)) =
-                tx.try_send(store)
-            {
-                drop(store);
-            }
-        }
-        None => drop(store),
+    let Some(tx) = reaper else {
+        return drop(store);
+    };
+    if BACKLOG.fetch_add(1, Ordering::AcqRel) >= MAX_REAP_BACKLOG {
+        BACKLOG.fetch_sub(1, Ordering::AcqRel);
+        return drop(store);
+    }
+    if let Err(TrySendError::Full(store) | TrySendError::Disconnected(store)) = tx.try_send(store) {
+        BACKLOG.fetch_sub(1, Ordering::AcqRel);
+        drop(store);
     }
 }
 

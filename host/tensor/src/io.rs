@@ -236,6 +236,43 @@ pub fn read_safetensors(path: &Path, device: &Device) -> Result<SafetensorsFile,
     from_safetensors_bytes(&bytes, device)
 }
 
+/// The header metadata (`__metadata__`) of a safetensors file, without reading its tensors:
+/// the first 8 bytes give the header's length (at most [`MAX_SAFETENSORS_HEADER_BYTES`]), then
+/// only the header is read.
+pub fn read_safetensors_metadata(path: &Path) -> Result<BTreeMap<String, String>, TensorError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| TensorError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let bad = |message: String| TensorError::Invalid {
+        op: "read_safetensors",
+        message: format!("{}: {message}", path.display()),
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len).map_err(io)?;
+    let n = u64::from_le_bytes(len);
+    if n > MAX_SAFETENSORS_HEADER_BYTES as u64 {
+        return Err(bad(format!(
+            "a header of {n} bytes is over the format's cap"
+        )));
+    }
+    let mut header = vec![0u8; n as usize];
+    f.read_exact(&mut header).map_err(io)?;
+    let json: serde_json::Value = serde_json::from_slice(&header)
+        .map_err(|e| bad(format!("the header is not JSON ({e})")))?;
+    Ok(json
+        .get("__metadata__")
+        .and_then(|m| m.as_object())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,5 +354,18 @@ mod tests {
             err.to_string().contains("/nonexistent/x.safetensors"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn header_metadata_is_read_without_the_tensors() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("b.safetensors");
+        let t = HostTensor::new(TensorData::I32(vec![1, 2]), vec![2]).expect("t");
+        let meta = BTreeMap::from([("rows".to_string(), "[3]".to_string())]);
+        write_safetensors(&path, &[("x".to_string(), t)], &meta).expect("write");
+        assert_eq!(read_safetensors_metadata(&path).expect("read"), meta);
+        std::fs::write(&path, u64::MAX.to_le_bytes()).expect("write");
+        let e = read_safetensors_metadata(&path).expect_err("implausible header");
+        assert!(e.to_string().contains("over the format's cap"), "{e}");
     }
 }

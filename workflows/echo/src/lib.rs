@@ -10,13 +10,13 @@
 use rollbox_sdk::rewards;
 use rollbox_sdk::trajectory::single_turn;
 use rollbox_sdk::{
-    Episode, GenConfig, ModelRequest, Output, RewardInput, StopReason, Workflow, engine, log,
+    Episode, Error, GenConfig, ModelRequest, Output, RewardInput, Workflow, engine, log,
 };
 
 struct Echo;
 
 impl Workflow for Echo {
-    fn run_episode(episode: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(episode: Episode) -> Result<Option<Output>, Error> {
         let prompt: Vec<u32> = episode.data["input_ids"]
             .as_array()
             .ok_or("the row needs `input_ids`, an array of token ids")?
@@ -35,14 +35,7 @@ impl Workflow for Echo {
             seed: Some(episode.seed),
             ..GenConfig::default()
         };
-        let resp = engine::generate(&ModelRequest {
-            rid: String::new(),
-            input_ids: prompt.clone(),
-            gconfig,
-            image_data: Vec::new(),
-            metadata: "{}".into(),
-        })
-        .map_err(|e| e.to_string())?;
+        let resp = engine::generate(&ModelRequest::new(prompt.clone(), gconfig))?;
 
         let reward = match cfg["reward"].as_str() {
             Some(name) => {
@@ -55,24 +48,18 @@ impl Workflow for Echo {
                         completion_ids: resp.output_tokens.clone(),
                         data: episode.data_json.clone(),
                     },
-                )
-                .map_err(|e| e.to_string())?;
+                )?;
                 scored.value as f32
             }
             None => 0.0,
         };
         log::stat("reward", f64::from(reward));
 
-        let mut out = single_turn(&resp, reward).map_err(|e| e.to_string())?;
+        let mut out = single_turn(&resp, reward)?;
         out.metadata = serde_json::json!({
             "prompt_len": prompt.len(),
             "output_len": resp.output_tokens.len(),
-            "stop_reason": match resp.stop_reason {
-                StopReason::Stop => "stop",
-                StopReason::Length => "length",
-                StopReason::ToolCalls => "tool_calls",
-                StopReason::Abort => "abort",
-            },
+            "stop_reason": resp.stop_reason.as_str(),
         });
         Ok(Some(out))
     }

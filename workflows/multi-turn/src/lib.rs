@@ -13,7 +13,9 @@
 
 use rollbox_sdk::tokenizer::{self, ChatOptions};
 use rollbox_sdk::trajectory::TrajectoryBuilder;
-use rollbox_sdk::{Episode, ModelRequest, Output, RewardInput, Workflow, engine, log, rewards};
+use rollbox_sdk::{
+    Episode, Error, ModelRequest, Output, RewardInput, Workflow, engine, log, rewards,
+};
 use serde_json::{Value, json};
 
 /// The default feedback turn after a zero reward.
@@ -21,13 +23,9 @@ const FEEDBACK: &str = "That answer was judged incorrect or could not be read. R
 
 struct MultiTurn;
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
 /// Tokens that a feedback user turn adds after an assistant turn (plus the next assistant
 /// header): the difference between the chat with and without it.
-fn feedback_ids(feedback: &str, options: &ChatOptions) -> Result<Vec<u32>, String> {
+fn feedback_ids(feedback: &str, options: &ChatOptions) -> Result<Vec<u32>, Error> {
     let before = json!([{"role": "assistant", "content": "placeholder answer."}]);
     let after = json!([
         {"role": "assistant", "content": "placeholder answer."},
@@ -37,8 +35,8 @@ fn feedback_ids(feedback: &str, options: &ChatOptions) -> Result<Vec<u32>, Strin
         add_generation_prompt: false,
         ..options.clone()
     };
-    let a = tokenizer::apply_chat_template(&before.to_string(), &without).map_err(err)?;
-    let b = tokenizer::apply_chat_template(&after.to_string(), options).map_err(err)?;
+    let a = tokenizer::apply_chat_template(&before.to_string(), &without)?;
+    let b = tokenizer::apply_chat_template(&after.to_string(), options)?;
     if !b.starts_with(&a) {
         return Err(
             "the chat template does not extend a chat by appending; multi-turn needs one that does"
@@ -49,7 +47,7 @@ fn feedback_ids(feedback: &str, options: &ChatOptions) -> Result<Vec<u32>, Strin
 }
 
 impl Workflow for MultiTurn {
-    fn run_episode(episode: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(episode: Episode) -> Result<Option<Output>, Error> {
         let cfg = &episode.config;
         let reward_name = cfg["reward"].as_str().unwrap_or("math");
         let max_turns = cfg["max_turns"].as_u64().unwrap_or(2);
@@ -58,9 +56,7 @@ impl Workflow for MultiTurn {
             return Err("max_turns must be greater than 0".into());
         }
         if !(turn_discount > 0.0 && turn_discount <= 1.0) {
-            return Err(format!(
-                "turn_discount must be in (0, 1], got {turn_discount}"
-            ));
+            return Err(format!("turn_discount must be in (0, 1], got {turn_discount}").into());
         }
         let messages = episode.messages()?;
         let options = episode.chat_options();
@@ -68,31 +64,23 @@ impl Workflow for MultiTurn {
         let gconfig = episode.gconfig()?;
         let feedback = feedback_ids(cfg["feedback"].as_str().unwrap_or(FEEDBACK), &options)?;
 
-        let mut input_ids = tokenizer::apply_chat_template(&messages, &options).map_err(err)?;
+        let mut input_ids = tokenizer::apply_chat_template(&messages, &options)?;
         let mut traj = TrajectoryBuilder::multi_turn();
         let mut reward = 0.0f64;
         let mut discount = 1.0f64;
         let mut turns = 0u64;
         while reward == 0.0 && turns < max_turns {
-            let resp = engine::generate(&ModelRequest {
-                rid: String::new(),
-                input_ids: input_ids.clone(),
-                gconfig: gconfig.clone(),
-                image_data: Vec::new(),
-                metadata: "{}".into(),
-            })
-            .map_err(err)?;
+            let resp = engine::generate(&ModelRequest::new(input_ids.clone(), gconfig.clone()))?;
             let scored = rewards::score(
                 reward_name,
                 &RewardInput {
-                    prompt: tokenizer::decode(&input_ids, false).map_err(err)?,
-                    completion: tokenizer::decode(&resp.output_tokens, false).map_err(err)?,
+                    prompt: tokenizer::decode(&input_ids, false)?,
+                    completion: tokenizer::decode(&resp.output_tokens, false)?,
                     prompt_ids: resp.input_tokens.clone(),
                     completion_ids: resp.output_tokens.clone(),
                     data: episode.data_json.clone(),
                 },
-            )
-            .map_err(err)?;
+            )?;
             reward = scored.value;
             let seen = traj.tokens();
             if !resp.input_tokens.starts_with(&seen) {
@@ -116,7 +104,7 @@ impl Workflow for MultiTurn {
         let reward = reward * discount;
         log::stat("reward", reward);
         log::stat("num_turns", turns as f64);
-        let mut out = traj.build(reward as f32).map_err(err)?;
+        let mut out = traj.build(reward as f32)?;
         out.metadata = json!({"num_turns": turns, "discount": discount, "raw_reward": Value::from(reward / discount)});
         Ok(Some(out))
     }

@@ -15,31 +15,22 @@
 use rollbox_sdk::tokenizer;
 use rollbox_sdk::trajectory::single_turn;
 use rollbox_sdk::{
-    Episode, ModelRequest, Output, RewardInput, StopReason, Workflow, engine, log, rewards,
+    Episode, Error, ModelRequest, Output, RewardInput, Workflow, engine, log, rewards,
 };
 use serde_json::json;
 
 struct Rlvr;
 
 impl Workflow for Rlvr {
-    fn run_episode(episode: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(episode: Episode) -> Result<Option<Output>, Error> {
         let cfg = &episode.config;
         let reward_name = cfg["reward"].as_str().unwrap_or("math");
         let input_ids =
-            tokenizer::apply_chat_template(&episode.messages()?, &episode.chat_options())
-                .map_err(|e| e.to_string())?;
+            tokenizer::apply_chat_template(&episode.messages()?, &episode.chat_options())?;
         let gconfig = episode.gconfig()?;
-        let resp = engine::generate(&ModelRequest {
-            rid: String::new(),
-            input_ids: input_ids.clone(),
-            gconfig,
-            image_data: Vec::new(),
-            metadata: "{}".into(),
-        })
-        .map_err(|e| e.to_string())?;
-        let prompt = tokenizer::decode(&input_ids, false).map_err(|e| e.to_string())?;
-        let completion =
-            tokenizer::decode(&resp.output_tokens, false).map_err(|e| e.to_string())?;
+        let resp = engine::generate(&ModelRequest::new(input_ids.clone(), gconfig))?;
+        let prompt = tokenizer::decode(&input_ids, false)?;
+        let completion = tokenizer::decode(&resp.output_tokens, false)?;
         let input = RewardInput {
             prompt,
             completion,
@@ -47,21 +38,16 @@ impl Workflow for Rlvr {
             completion_ids: resp.output_tokens.clone(),
             data: episode.data_json,
         };
-        let scored = rewards::score(reward_name, &input).map_err(|e| e.to_string())?;
+        let scored = rewards::score(reward_name, &input)?;
         let RewardInput {
             prompt, completion, ..
         } = input;
         log::stat("reward", scored.value);
-        let mut out = single_turn(&resp, scored.value as f32).map_err(|e| e.to_string())?;
+        let mut out = single_turn(&resp, scored.value as f32)?;
         out.metadata = json!({
             "prompt": prompt,
             "completion": completion,
-            "stop_reason": match resp.stop_reason {
-                StopReason::Stop => "stop",
-                StopReason::Length => "length",
-                StopReason::ToolCalls => "tool_calls",
-                StopReason::Abort => "abort",
-            },
+            "stop_reason": resp.stop_reason.as_str(),
             "reward_timed_out": scored.timed_out,
         });
         Ok(Some(out))

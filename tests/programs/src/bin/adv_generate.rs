@@ -2,7 +2,7 @@
 use rollbox_sdk::{Episode, GenConfig, ModelRequest, Output, Workflow, engine};
 struct Flood;
 impl Workflow for Flood {
-    fn run_episode(e: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(e: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let n = e.data["calls"].as_u64().unwrap_or(100_000);
         let req = ModelRequest {
             rid: String::new(),
@@ -20,7 +20,7 @@ impl Workflow for Flood {
                 ok += 1;
             }
         }
-        Err(format!("finished {n} calls, {ok} succeeded"))
+        Err(format!("finished {n} calls, {ok} succeeded").into())
     }
 }
 rollbox_sdk::export_workflow!(Flood);

@@ -3,7 +3,7 @@ use rollbox_sdk::tensor::{Tensor, TensorData};
 use rollbox_sdk::{Episode, Output, Workflow};
 struct Handles;
 impl Workflow for Handles {
-    fn run_episode(e: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(e: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let n = e.data["count"].as_u64().unwrap_or(1_000_000);
         let mut kept = Vec::new();
         for i in 0..n {
@@ -12,7 +12,7 @@ impl Workflow for Handles {
                 // A well-behaved guest would stop here; this one insists once more.
                 Err(_) => {
                     let again = Tensor::create(&TensorData::I32(vec![0]), &[1]);
-                    return Err(format!("still running after refusal: {}", again.is_ok()));
+                    return Err(format!("still running after refusal: {}", again.is_ok()).into());
                 }
             }
         }

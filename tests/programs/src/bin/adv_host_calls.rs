@@ -45,7 +45,7 @@ fn report<T, E: std::fmt::Debug>(what: &str, r: Result<T, E>) -> String {
 }
 
 impl Workflow for Hostile {
-    fn run_episode(e: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(e: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let attack = e.data["attack"].as_str().unwrap_or("").to_string();
         match attack.as_str() {
             "padded_huge" => {
@@ -57,17 +57,17 @@ impl Workflow for Hostile {
                     &[vec![("x".into(), &huge)], vec![("x".into(), &small)]],
                     0.0,
                 );
-                Err(report("concat-padded", r))
+                Err(report("concat-padded", r).into())
             }
             "dims_overflow" => {
                 let r = Tensor::create(&TensorData::I32(vec![]), &[0, u32::MAX, u32::MAX]);
-                Err(report("create", r))
+                Err(report("create", r).into())
             }
             "many_borrows" => {
                 let big = Tensor::create(&TensorData::U8(vec![0; 16 << 20]), &[1, 16 << 20])
                     .map_err(|e| format!("create: {e:?}"))?;
                 let borrows: Vec<&Tensor> = (0..n(&e, "n", 200)).map(|_| &big).collect();
-                Err(report("concat", tensor::concat(&borrows)))
+                Err(report("concat", tensor::concat(&borrows)).into())
             }
             "deep_rank" => {
                 let shape = vec![1u32; 100_000];
@@ -82,7 +82,7 @@ impl Workflow for Hostile {
                 let padded =
                     tensor::concat_padded(&[vec![("x".into(), &a)], vec![("x".into(), &b)]], 0.0)
                         .map(|d| d.first().map(|(_, t)| t.shape()).unwrap_or_default());
-                Err(format!("{deep}; padded rank 16: {padded:?}"))
+                Err(format!("{deep}; padded rank 16: {padded:?}").into())
             }
             "generate_many" => {
                 let req = ModelRequest {
@@ -103,7 +103,7 @@ impl Workflow for Hostile {
                     .map(|r| r.output_tokens.len())
                     .sum();
                 let errors = results.iter().filter(|r| r.is_err()).count();
-                Err(format!("generated {tokens} tokens, {errors} errors"))
+                Err(format!("generated {tokens} tokens, {errors} errors").into())
             }
             "big_metadata" => {
                 let mut out = accepted_output()?;
@@ -126,16 +126,16 @@ impl Workflow for Hostile {
             "long_word" => {
                 let word = "a".repeat(n(&e, "n", 100_000) as usize);
                 match tokenizer::encode(&word, false) {
-                    Ok(ids) => Err(format!("encode: ok, {} ids", ids.len())),
-                    Err(e) => Err(format!("encode: {e:?}")),
+                    Ok(ids) => Err(format!("encode: ok, {} ids", ids.len()).into()),
+                    Err(e) => Err(format!("encode: {e:?}").into()),
                 }
             }
             "random" => {
                 use std::hash::BuildHasher;
                 let h = std::collections::hash_map::RandomState::new().hash_one(12345u64);
-                Err(format!("random {h}"))
+                Err(format!("random {h}").into())
             }
-            other => Err(format!("unknown attack `{other}`")),
+            other => Err(format!("unknown attack `{other}`").into()),
         }
     }
 }

@@ -2,7 +2,7 @@
 use rollbox_sdk::{Episode, Output, Workflow};
 struct Spin;
 impl Workflow for Spin {
-    fn run_episode(_: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(_: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let mut x: u64 = 0;
         loop {
             x = std::hint::black_box(x.wrapping_add(1));

@@ -2,7 +2,7 @@
 use rollbox_sdk::{Episode, Output, Workflow};
 struct Bomb;
 impl Workflow for Bomb {
-    fn run_episode(_: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(_: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let mut hoard: Vec<Vec<u8>> = Vec::new();
         loop {
             let mut chunk = vec![0u8; 16 << 20];

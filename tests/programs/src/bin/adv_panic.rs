@@ -2,7 +2,7 @@
 use rollbox_sdk::{Episode, Output, Workflow};
 struct Boom;
 impl Workflow for Boom {
-    fn run_episode(e: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(e: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         panic!("workflow blew up on row {}", e.id);
     }
 }

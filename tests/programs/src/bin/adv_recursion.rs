@@ -10,8 +10,8 @@ fn down(n: u64) -> u64 {
     down(pad[3] + 1) + pad[1]
 }
 impl Workflow for Deep {
-    fn run_episode(_: Episode) -> Result<Option<Output>, String> {
-        Err(format!("{}", down(0)))
+    fn run_episode(_: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
+        Err(format!("{}", down(0)).into())
     }
 }
 rollbox_sdk::export_workflow!(Deep);

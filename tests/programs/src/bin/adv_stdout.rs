@@ -3,7 +3,7 @@ use rollbox_sdk::{Episode, Output, Workflow};
 use std::io::Write;
 struct Chatty;
 impl Workflow for Chatty {
-    fn run_episode(e: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(e: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let n = e.data["bytes"].as_u64().unwrap_or(16 << 20) as usize;
         let line = [b'y'; 1023];
         let mut written = 0;

@@ -4,7 +4,7 @@ use rollbox_sdk::tensor::{Tensor, TensorData};
 use rollbox_sdk::{Episode, Output, Workflow};
 struct Snoop;
 impl Workflow for Snoop {
-    fn run_episode(_: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(_: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let file = std::fs::read("/etc/passwd").is_ok() || std::fs::read("etc/passwd").is_ok();
         let dir = std::fs::read_dir("/").is_ok() || std::fs::read_dir(".").is_ok();
         let write = std::fs::write("/tmp/rollbox-escape", b"x").is_ok();

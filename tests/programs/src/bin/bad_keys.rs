@@ -4,7 +4,7 @@ use rollbox_sdk::tensor::{Tensor, TensorData};
 use rollbox_sdk::{Episode, Output, Workflow};
 struct BadKeys;
 impl Workflow for BadKeys {
-    fn run_episode(_: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(_: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let ids =
             Tensor::create(&TensorData::I32(vec![1, 2, 3]), &[1, 3]).map_err(|e| e.to_string())?;
         let mask =

@@ -8,7 +8,7 @@ static CALLS: AtomicU64 = AtomicU64::new(0);
 static TAG: Mutex<String> = Mutex::new(String::new());
 struct Global;
 impl Workflow for Global {
-    fn run_episode(e: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(e: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let calls = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
         let mine = e.data["tag"].as_str().unwrap_or("").to_string();
         let before = std::mem::replace(&mut *TAG.lock().map_err(|e| e.to_string())?, mine.clone());

@@ -15,7 +15,7 @@ fn response(prompt: &[u32], output: &[u32]) -> ModelResponse {
     }
 }
 impl Workflow for MultiRow {
-    fn run_episode(e: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(e: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let r: Vec<f32> = e.data["rewards"]
             .as_array()
             .ok_or("rewards: [a, b]")?

@@ -13,10 +13,10 @@ fn has(v: &serde_json::Value, i: u32) -> bool {
         .is_some_and(|a| a.iter().any(|x| x.as_u64() == Some(u64::from(i))))
 }
 impl Workflow for Scripted {
-    fn run_episode(e: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(e: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let i = e.sample_index;
         if has(&e.data["fail"], i) {
-            return Err(format!("scripted failure of sample {i}"));
+            return Err(format!("scripted failure of sample {i}").into());
         }
         if has(&e.data["reject"], i) {
             return Ok(None);

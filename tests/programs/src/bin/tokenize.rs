@@ -5,7 +5,7 @@ use rollbox_sdk::tokenizer::{self, ChatOptions};
 use rollbox_sdk::{Episode, Output, Workflow};
 struct Tok;
 impl Workflow for Tok {
-    fn run_episode(e: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(e: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let text = e.data["text"].as_str().unwrap_or("");
         let ids = tokenizer::encode(text, false).map_err(|e| format!("{e:?}"))?;
         let decoded = tokenizer::decode(&ids, false).map_err(|e| format!("{e:?}"))?;

@@ -3,7 +3,7 @@ use rollbox_sdk::tensor::{Tensor, TensorData};
 use rollbox_sdk::{Episode, Output, Workflow, tools};
 struct Caller;
 impl Workflow for Caller {
-    fn run_episode(e: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(e: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let name = e.data["tool"].as_str().unwrap_or("");
         let args = e.data["args"].to_string();
         let outcome = match tools::call(name, &args) {

@@ -2,7 +2,7 @@
 use rollbox_sdk::{Episode, Output, Workflow};
 struct Trivial;
 impl Workflow for Trivial {
-    fn run_episode(_: Episode) -> Result<Option<Output>, String> {
+    fn run_episode(_: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         Ok(None)
     }
 }

@@ -2,10 +2,10 @@
 //! `huge` (a 4 MiB error string), `snoop` (tries files, env, sockets; scores 1.0 only if all
 //! were denied). Otherwise it returns `data["value"]`.
 use rollbox_sdk::Reward;
-use rollbox_sdk::bindings::reward::rollbox::workflow::types::RewardInput;
+use rollbox_sdk::reward::RewardInput;
 struct Faulty;
 impl Reward for Faulty {
-    fn score(input: RewardInput) -> Result<f64, String> {
+    fn score(input: RewardInput) -> Result<f64, rollbox_sdk::Error> {
         let row: serde_json::Value =
             serde_json::from_str(&input.data).map_err(|e| e.to_string())?;
         match row["mode"].as_str().unwrap_or("") {
@@ -16,7 +16,7 @@ impl Reward for Faulty {
                 let v = std::hint::black_box(vec![1u8; 1 << 30]);
                 Ok(f64::from(v[12345]))
             }
-            "huge" => Err("z".repeat(4 << 20)),
+            "huge" => Err("z".repeat(4 << 20).into()),
             "snoop" => {
                 let file = std::fs::read("/etc/passwd").is_ok();
                 let env = std::env::vars().count() > 0;

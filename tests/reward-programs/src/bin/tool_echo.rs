@@ -2,7 +2,7 @@
 use rollbox_sdk::Tool;
 struct Echo;
 impl Tool for Echo {
-    fn call(name: String, args: String) -> Result<String, String> {
+    fn call(name: String, args: String) -> Result<String, rollbox_sdk::Error> {
         Ok(format!("{name}:{args}"))
     }
 }

@@ -69,12 +69,12 @@ fn same_number(a: f64, b: f64) -> bool {
 #[cfg(target_arch = "wasm32")]
 mod component {
     use rollbox_sdk::Reward;
-    use rollbox_sdk::bindings::reward::rollbox::workflow::types::RewardInput;
+    use rollbox_sdk::reward::RewardInput;
 
     struct Math;
 
     impl Reward for Math {
-        fn score(input: RewardInput) -> Result<f64, String> {
+        fn score(input: RewardInput) -> Result<f64, rollbox_sdk::Error> {
             let row = crate::ReferenceFields::parse(&input.data);
             let Some(reference) = crate::reference_from(&row) else {
                 return Err(

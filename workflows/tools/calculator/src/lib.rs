@@ -138,7 +138,7 @@ mod component {
     struct Calculator;
 
     impl Tool for Calculator {
-        fn call(_name: String, args: String) -> Result<String, String> {
+        fn call(_name: String, args: String) -> Result<String, rollbox_sdk::Error> {
             let args: serde_json::Value =
                 serde_json::from_str(&args).map_err(|e| format!("arguments are not JSON: {e}"))?;
             let expr = args["expression"]

@@ -1,4 +1,5 @@
-//! `rollbox rollout`: the main job.
+//! `rollbox rollout`: the main job, a JSONL dataset through a workflow into GRPO groups and
+//! safetensors batches; and the setup flags `rollbox serve` shares.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -6,15 +7,14 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Args;
+use rollbox_engines::EngineSpec;
 use rollbox_rollout::dataset::{OnBadRow, read_rows};
-use rollbox_rollout::group::Filter;
-use rollbox_rollout::output::OutputDir;
-use rollbox_rollout::{Progress, Rollout, RolloutOptions, Stats};
+use rollbox_rollout::group::{Filter, Normalization};
+use rollbox_rollout::{OutputDir, Progress, Rollout, RolloutOptions, Stats};
 use rollbox_runtime::{Runtime, RuntimeConfig};
 
-use crate::limits;
-
-const GUESTS: &str = "target/wasm-guests/wasm32-wasip2/guest";
+use super::{ComponentArgs, GUESTS, parse_object};
+use crate::limits::{LimitArgs, parse_registration};
 
 /// What every job needs: the workflow, engine, rewards, tools, config, groups and limits.
 #[derive(Args, Debug)]
@@ -22,28 +22,14 @@ pub struct SetupArgs {
     /// The workflow component.
     #[arg(long, default_value_t = format!("{GUESTS}/rollbox_workflow_rlvr.wasm"))]
     workflow: String,
-    /// Inference engine (see `rollbox run --help`).
-    #[arg(long, default_value = "embedded")]
-    pub(crate) engine: String,
-    /// Tokenizer (default: the embedded model's).
-    #[arg(long)]
-    tokenizer: Option<PathBuf>,
-    /// Reward components, NAME=PATH[,timeout=..,retries=..,memory=..,fuel=..]. Default: the
-    /// math reward as `math`.
-    #[arg(long = "reward", value_parser = limits::parse_registration)]
-    rewards: Vec<limits::Registration>,
-    /// Tool components, NAME=PATH[,...].
-    #[arg(long = "tool", value_parser = limits::parse_registration)]
-    tools: Vec<limits::Registration>,
+    #[command(flatten)]
+    pub components: ComponentArgs,
     /// The workflow's configuration, a JSON object.
     #[arg(
         long,
         default_value = r#"{"reward": "math", "gconfig": {"max_new_tokens": 192, "temperature": 1.0}}"#
     )]
     config: String,
-    /// Append every engine answer to this JSONL file (replay format).
-    #[arg(long)]
-    record: Option<PathBuf>,
     /// Episodes per row (GRPO group size).
     #[arg(long, default_value_t = 4)]
     n_samples: u32,
@@ -54,9 +40,10 @@ pub struct SetupArgs {
     /// their true size recorded).
     #[arg(long)]
     drop_incomplete_groups: bool,
-    /// Normalise rewards within each group (z-score); raw rewards kept as `original_rewards`.
-    #[arg(long)]
-    normalize: bool,
+    /// Normalise rewards within each group: `--normalize` or `--normalize=zscore` (GRPO),
+    /// `--normalize=mean` (Dr. GRPO); raw rewards kept as `original_rewards`.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "zscore")]
+    normalize: Option<Normalization>,
     /// Group filter: `non-constant` drops groups whose rewards are all equal (DAPO).
     #[arg(long)]
     filter: Option<Filter>,
@@ -66,9 +53,19 @@ pub struct SetupArgs {
     /// A TOML file of these flags (`n_samples = 8`, `[workflow_config]`, `[limits]`);
     /// flags on the command line win.
     #[arg(long)]
-    config_file: Option<PathBuf>,
+    pub config_file: Option<PathBuf>,
     #[command(flatten)]
-    limits: Box<limits::LimitArgs>,
+    limits: LimitArgs,
+}
+
+impl SetupArgs {
+    /// The engine: `--engine`, else the embedded model.
+    pub fn engine(&self) -> EngineSpec {
+        self.components
+            .engine
+            .clone()
+            .unwrap_or(EngineSpec::Embedded { model: None })
+    }
 }
 
 /// Flags of `rollbox rollout`.
@@ -99,42 +96,30 @@ pub struct RolloutArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    setup: SetupArgs,
+    pub setup: SetupArgs,
 }
 
 /// Build the controller for `s` (engine loaded, components registered and compiled).
 pub fn build(s: &SetupArgs) -> anyhow::Result<Rollout> {
     let limits = s.limits.to_limits()?;
-    let (services, tokenizer) =
-        crate::services_for(Some(&s.engine), s.tokenizer.as_deref(), s.record.as_deref())?;
-    let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), services)?);
-    let mut rewards = s.rewards.clone();
-    if rewards.is_empty() {
-        rewards.push(limits::parse_registration(&format!(
+    let mut components = s.components.clone();
+    components.engine = Some(s.engine());
+    if components.rewards.is_empty() {
+        components.rewards.push(parse_registration(&format!(
             "math={GUESTS}/rollbox_reward_math.wasm"
         ))?);
     }
-    let mut provenance = BTreeMap::new();
-    provenance.insert(
-        "rollbox_version".to_string(),
-        env!("CARGO_PKG_VERSION").to_string(),
-    );
-    provenance.insert("engine".to_string(), s.engine.clone());
-    for r in &rewards {
-        runtime
-            .register_reward(&r.name, &r.path, r.policy.clone())
-            .with_context(|| format!("registering reward `{}` ({}); build it with scripts/quickstart.sh or cargo test", r.name, r.path.display()))?;
-        provenance.insert(
-            format!("component_sha256.{}", r.name),
-            runtime.inspect(&r.path)?.sha256,
-        );
-    }
-    for t in &s.tools {
-        runtime.register_tool(&t.name, &t.path, t.policy.clone())?;
-        provenance.insert(
-            format!("component_sha256.{}", t.name),
-            runtime.inspect(&t.path)?.sha256,
-        );
+    let (services, tokenizer) = components.services()?;
+    let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), services)?);
+    let mut provenance = BTreeMap::from([
+        (
+            "rollbox_version".to_string(),
+            env!("CARGO_PKG_VERSION").to_string(),
+        ),
+        ("engine".to_string(), s.engine().to_string()),
+    ]);
+    for (name, sha) in components.register(&runtime)? {
+        provenance.insert(format!("component_sha256.{name}"), sha);
     }
     let workflow = Arc::new(
         runtime
@@ -150,7 +135,6 @@ pub fn build(s: &SetupArgs) -> anyhow::Result<Rollout> {
         "workflow_sha256".to_string(),
         workflow.info().sha256.clone(),
     );
-    let config = crate::parse_object("config", &s.config)?;
     Ok(Rollout {
         runtime,
         workflow,
@@ -161,7 +145,7 @@ pub fn build(s: &SetupArgs) -> anyhow::Result<Rollout> {
             drop_incomplete_groups: s.drop_incomplete_groups,
             normalize: s.normalize,
             filter: s.filter,
-            config,
+            config: parse_object("config", &s.config)?,
             limits: Arc::new(limits),
             seed: s.seed,
             ..RolloutOptions::default()
@@ -170,11 +154,12 @@ pub fn build(s: &SetupArgs) -> anyhow::Result<Rollout> {
     })
 }
 
+/// Run the dataset, print a summary (or the stats as JSON).
 pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
-    crate::prefer_small_pages(&a.setup.engine);
+    crate::process::prefer_small_pages(&a.setup.engine());
     let (rows, bad) = read_rows(&a.dataset, a.on_bad_row)?;
     let mut rollout = build(&a.setup)?;
-    crate::release_setup_memory();
+    crate::process::release_setup_memory();
     rollout.options.batch_size = a.batch_size;
     rollout.options.max_head_offpolicyness = a.max_head_offpolicyness;
     rollout.options.max_rows = a.max_rows;

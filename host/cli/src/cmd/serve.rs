@@ -14,7 +14,6 @@
 //! open at once (more are closed on accept); at most [`MAX_ROWS_PER_REQUEST`] rows per request.
 //! Malformed requests get a 4xx naming the problem.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -25,11 +24,10 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Args;
-use rollbox_rollout::Rollout;
 use rollbox_rollout::dataset::Row;
-use rollbox_rollout::output::OutputDir;
+use rollbox_rollout::{MAX_BATCH_TENSOR_BYTES, MemorySink, Rollout};
 
-use crate::rollout::{SetupArgs, build};
+use super::rollout::{SetupArgs, build};
 
 /// Flags of `rollbox serve`.
 #[derive(Args, Debug)]
@@ -38,7 +36,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
     #[command(flatten)]
-    setup: SetupArgs,
+    pub setup: SetupArgs,
 }
 
 #[derive(Default)]
@@ -169,7 +167,8 @@ async fn episodes(State(app): State<Arc<AppState>>, body: axum::body::Body) -> R
     }
 }
 
-/// Run the rows as one batch in a scratch directory and return the batch file's bytes.
+/// Run the rows as one batch in memory and return it as safetensors bytes: the batches the
+/// controller had to split are joined again, and the stats added to the header.
 async fn run_rows(app: &AppState, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
     let n = rows.len();
     let r = &app.rollout;
@@ -183,9 +182,10 @@ async fn run_rows(app: &AppState, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
         },
         provenance: r.provenance.clone(),
     };
-    let dir = tempfile::tempdir()?;
-    let mut out = OutputDir::open(dir.path())?;
-    let stats = rollout.run(rows, Vec::new(), &mut out, &mut |_| {}).await?;
+    let mut sink = MemorySink::new();
+    let stats = rollout
+        .run(rows, Vec::new(), &mut sink, &mut |_| {})
+        .await?;
     let m = &app.metrics;
     m.rows.fetch_add(n as u64, Ordering::Relaxed);
     m.episodes.fetch_add(
@@ -198,60 +198,9 @@ async fn run_rows(app: &AppState, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
     );
     m.trajectories
         .fetch_add(stats.trajectories as u64, Ordering::Relaxed);
-    let mut batches = Vec::new();
-    for number in 0.. {
-        let batch = dir.path().join(format!("batch-{number:06}.safetensors"));
-        if !batch.exists() {
-            break;
-        }
-        batches.push(rollbox_tensor::read_safetensors(
-            &batch,
-            &rollbox_tensor::Device::Cpu,
-        )?);
-    }
-    if !batches.is_empty() {
-        // One answer: batches the controller had to split are joined again (rows,
-        // trajectories and group sizes concatenated in order), and the stats added.
-        let (tensors, mut meta) = join_batches(batches)?;
-        meta.insert("stats".into(), serde_json::to_string(&stats)?);
-        Ok(rollbox_tensor::to_safetensors_bytes(&tensors, &meta)?)
-    } else {
-        let mut meta: BTreeMap<String, String> = r.provenance.clone();
-        meta.insert("stats".into(), serde_json::to_string(&stats)?);
-        meta.insert("trajectories".into(), "[]".into());
-        Ok(rollbox_tensor::to_safetensors_bytes(&[], &meta)?)
-    }
-}
-
-type Batch = (
-    Vec<(String, rollbox_tensor::HostTensor)>,
-    BTreeMap<String, String>,
-);
-
-/// Join the batch files of one request into one answer.
-fn join_batches(mut batches: Vec<rollbox_tensor::SafetensorsFile>) -> anyhow::Result<Batch> {
-    if batches.len() == 1 {
-        let b = batches.remove(0);
-        return Ok((b.tensors, b.metadata));
-    }
-    let dicts: Vec<Vec<(String, &rollbox_tensor::HostTensor)>> = batches
-        .iter()
-        .map(|b| b.tensors.iter().map(|(k, t)| (k.clone(), t)).collect())
-        .collect();
-    let tensors =
-        rollbox_tensor::concat_padded_within(&dicts, 0.0, rollbox_rollout::MAX_BATCH_TENSOR_BYTES)?;
-    let mut meta = batches[0].metadata.clone();
-    for key in ["rows", "trajectories", "group_sizes"] {
-        let mut all = Vec::new();
-        for b in &batches {
-            if let Some(text) = b.metadata.get(key) {
-                let list: Vec<serde_json::Value> = serde_json::from_str(text)?;
-                all.extend(list);
-            }
-        }
-        meta.insert(key.into(), serde_json::to_string(&all)?);
-    }
-    Ok((tensors, meta))
+    let (tensors, mut meta) = sink.join(r.provenance.clone(), MAX_BATCH_TENSOR_BYTES)?;
+    meta.insert("stats".into(), serde_json::to_string(&stats)?);
+    Ok(rollbox_tensor::to_safetensors_bytes(&tensors, &meta)?)
 }
 
 async fn version(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Response {
@@ -282,41 +231,23 @@ async fn version(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Re
 async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     let m = &app.metrics;
     let mut text = String::new();
-    let mut counter = |name: &str, help: &str, v: u64| {
+    for (name, help, v) in [
+        ("requests_total", "POST /v1/episodes requests.", &m.requests),
+        ("rows_total", "Rows run.", &m.rows),
+        ("episodes_total", "Episodes finished.", &m.episodes),
+        ("episodes_accepted_total", "Episodes accepted.", &m.accepted),
+        (
+            "trajectories_total",
+            "Trajectories returned.",
+            &m.trajectories,
+        ),
+        ("request_errors_total", "Requests that failed.", &m.errors),
+    ] {
+        let v = v.load(Ordering::Relaxed);
         text.push_str(&format!(
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
+            "# HELP rollbox_{name} {help}\n# TYPE rollbox_{name} counter\nrollbox_{name} {v}\n"
         ));
-    };
-    counter(
-        "rollbox_requests_total",
-        "POST /v1/episodes requests.",
-        m.requests.load(Ordering::Relaxed),
-    );
-    counter(
-        "rollbox_rows_total",
-        "Rows run.",
-        m.rows.load(Ordering::Relaxed),
-    );
-    counter(
-        "rollbox_episodes_total",
-        "Episodes finished.",
-        m.episodes.load(Ordering::Relaxed),
-    );
-    counter(
-        "rollbox_episodes_accepted_total",
-        "Episodes accepted.",
-        m.accepted.load(Ordering::Relaxed),
-    );
-    counter(
-        "rollbox_trajectories_total",
-        "Trajectories returned.",
-        m.trajectories.load(Ordering::Relaxed),
-    );
-    counter(
-        "rollbox_request_errors_total",
-        "Requests that failed.",
-        m.errors.load(Ordering::Relaxed),
-    );
+    }
     let v = app.rollout.runtime.services().version();
     text.push_str(&format!(
         "# HELP rollbox_policy_version Policy version stamped on new tokens.\n# TYPE rollbox_policy_version gauge\nrollbox_policy_version {v}\n"
@@ -324,10 +255,11 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
+/// Serve until killed.
 pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
-    crate::prefer_small_pages(&a.setup.engine);
+    crate::process::prefer_small_pages(&a.setup.engine());
     let rollout = build(&a.setup)?;
-    crate::release_setup_memory();
+    crate::process::release_setup_memory();
     let app = Arc::new(AppState {
         rollout,
         metrics: Metrics::default(),
@@ -379,49 +311,5 @@ async fn serve_connections(
             }
             drop(slot);
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rollbox_tensor::{HostTensor, SafetensorsFile, TensorData};
-
-    fn batch(rows: &str, ids: Vec<i32>, len: usize) -> SafetensorsFile {
-        let n = ids.len() / len;
-        SafetensorsFile {
-            tensors: vec![(
-                "input_ids".into(),
-                HostTensor::new(TensorData::I32(ids), vec![n, len]).expect("shape"),
-            )],
-            metadata: BTreeMap::from([
-                ("rows".to_string(), format!("[{rows}]")),
-                ("trajectories".to_string(), format!("[{rows}]")),
-                ("group_sizes".to_string(), "[1]".to_string()),
-                ("rollbox_version".to_string(), "test".to_string()),
-            ]),
-        }
-    }
-
-    /// Batches the controller split are joined back into one answer, padded as AReaL pads,
-    /// with rows, trajectories and group sizes concatenated in order.
-    #[test]
-    fn split_batches_are_joined_into_one_answer() {
-        let (tensors, meta) = join_batches(vec![
-            batch("3", vec![1, 2, 3], 3),
-            batch("5", vec![4, 5], 2),
-        ])
-        .expect("joined");
-        assert_eq!(tensors[0].1.shape(), &[2, 3]);
-        assert_eq!(
-            tensors[0].1.data().expect("data"),
-            TensorData::I32(vec![1, 2, 3, 4, 5, 0])
-        );
-        assert_eq!(meta["rows"], "[3,5]");
-        assert_eq!(meta["trajectories"], "[3,5]");
-        assert_eq!(meta["group_sizes"], "[1,1]");
-        assert_eq!(meta["rollbox_version"], "test");
-        let (one, _) = join_batches(vec![batch("7", vec![1], 1)]).expect("one batch");
-        assert_eq!(one[0].1.shape(), &[1, 1]);
     }
 }

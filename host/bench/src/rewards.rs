@@ -1,0 +1,168 @@
+//! `rollbox-bench rewards`: reward-call latency (p50/p99) and throughput for the Rust and
+//! Python rewards, next to an AReaL-style process-pool call of the same Python scoring, and
+//! AReaL's own reward path when its venv is there.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::bail;
+use rollbox_runtime::{Limits, Runtime, RuntimeConfig, Services};
+
+use crate::common::{percentile, require};
+
+/// Both rewards, then the baselines.
+pub async fn run(
+    iterations: usize,
+    concurrency: usize,
+    math: &Path,
+    python: &Path,
+    baseline: &Path,
+) -> anyhow::Result<()> {
+    let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), Services::new())?);
+    println!(
+        "reward bench: each call = fresh instance + score + teardown (on the reaper thread for instances past 4 MiB), 15 s / 256 MiB limits"
+    );
+    one(
+        runtime.clone(),
+        math,
+        "rust math reward",
+        iterations,
+        concurrency,
+    )
+    .await?;
+    one(
+        runtime,
+        python,
+        "python reward (componentize-py)",
+        iterations,
+        concurrency,
+    )
+    .await?;
+    match std::process::Command::new("python3")
+        .arg(baseline)
+        .arg(iterations.to_string())
+        .status()
+    {
+        Ok(s) if s.success() => {}
+        Ok(s) => bail!("{} failed: {s}", baseline.display()),
+        Err(e) => println!("baseline skipped: python3 not runnable ({e})"),
+    }
+    // AReaL's own path (its wrapper, its math-verify GSM8K reward), when its venv is set up.
+    let areal = crate::default_torch_python();
+    let script = Path::new("scripts/areal_reward_baseline.py");
+    if Path::new(&areal).exists() && script.is_file() {
+        match std::process::Command::new(&areal)
+            .arg(script)
+            .arg(iterations.to_string())
+            .stderr(std::process::Stdio::null())
+            .status()
+        {
+            Ok(s) if s.success() => {}
+            Ok(_) | Err(_) => println!(
+                "AReaL baseline skipped: {} {} failed (see the script for its setup)",
+                areal,
+                script.display()
+            ),
+        }
+    } else {
+        println!(
+            "AReaL baseline skipped: {areal} not found (see scripts/areal_reward_baseline.py)"
+        );
+    }
+    Ok(())
+}
+
+/// GSM8K-like reward inputs for the reward benchmark.
+fn reward_calls() -> Vec<rollbox_runtime::RewardCall> {
+    let rows = [
+        (
+            "Natalia sold 48/2 = 24 clips in May, 48 + 24 = 72 in total. \\boxed{72}",
+            "Natalia sold 48+24 = 72 clips.\n#### 72",
+        ),
+        (
+            "Weng earns 12/60 = $0.2 per minute, so 0.2 * 50 = 10. The answer is 10.",
+            "#### 10",
+        ),
+        ("She needs 100 - 50 - 30 = 20 more. #### 5", "#### 5"),
+        ("\\boxed{\\frac{3}{4}}", "0.75"),
+    ];
+    rows.iter()
+        .map(|(c, a)| rollbox_runtime::RewardCall {
+            prompt: "Question: ... Please put your final answer within \\boxed{}.".into(),
+            completion: (*c).into(),
+            prompt_ids: (0..43).collect(),
+            completion_ids: (0..64).collect(),
+            data: serde_json::json!({"question": "...", "answer": a}),
+        })
+        .collect()
+}
+
+async fn one(
+    runtime: Arc<Runtime>,
+    path: &Path,
+    label: &str,
+    iterations: usize,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    require(path)?;
+    let t = Instant::now();
+    let reward = runtime.load_reward(path)?;
+    let load = t.elapsed();
+    let limits = Arc::new(Limits::untrusted_call());
+    let calls = reward_calls();
+    for call in calls.iter().take(4) {
+        runtime
+            .call_reward(&reward, call.clone(), limits.clone())
+            .await
+            .result?;
+    }
+    let mut times = Vec::with_capacity(iterations);
+    for i in 0..iterations {
+        let call = calls[i % calls.len()].clone();
+        let t = Instant::now();
+        runtime
+            .call_reward(&reward, call, limits.clone())
+            .await
+            .result?;
+        times.push(t.elapsed());
+    }
+    times.sort_unstable();
+    let total = iterations.max(concurrency * 8);
+    let start = Instant::now();
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..concurrency {
+        let (rt, reward, limits, calls, next) = (
+            runtime.clone(),
+            reward.clone(),
+            limits.clone(),
+            calls.clone(),
+            next.clone(),
+        );
+        workers.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    return Ok::<(), anyhow::Error>(());
+                }
+                rt.call_reward(&reward, calls[i % calls.len()].clone(), limits.clone())
+                    .await
+                    .result?;
+            }
+        }));
+    }
+    for w in workers {
+        w.await??;
+    }
+    let elapsed = start.elapsed();
+    println!(
+        "{label}: load {:.0} ms; sequential n={iterations} p50={:.1} µs p99={:.1} µs; {concurrency} concurrent: {:.0} calls/s",
+        load.as_secs_f64() * 1e3,
+        percentile(&times, 0.5).as_secs_f64() * 1e6,
+        percentile(&times, 0.99).as_secs_f64() * 1e6,
+        total as f64 / elapsed.as_secs_f64()
+    );
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! One module per subcommand, and the flags they share.
+//!
+//! A subcommand is a module here with its flags (`#[derive(Args)]`) and an `async fn run`,
+//! plus its variant and arm in `main.rs`.
+
+pub mod inspect;
+pub mod rollout;
+pub mod run;
+pub mod serve;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicI32;
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use rollbox_engines::{ENGINE_SPECS, EngineSpec};
+use rollbox_runtime::{Runtime, Services};
+use rollbox_tokenizer::HostTokenizer;
+
+use crate::limits::{Registration, parse_registration};
+
+/// The components and engine of a job: `run`, `rollout` and `serve` flatten these.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ComponentArgs {
+    #[arg(long, value_name = "SPEC", help = format!(
+        "Inference engine: {ENGINE_SPECS}. Default: `embedded` for rollout and serve; for run none (generate calls return `unavailable`)"
+    ))]
+    pub engine: Option<EngineSpec>,
+    /// Tokenizer for the `tokenizer` interface: a .gguf file, a tokenizer.json, or a
+    /// directory with tokenizer.json (+ tokenizer_config.json). Default: the embedded model's.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+    /// Register a reward component: NAME=PATH[,timeout=15s,retries=3,memory=256MiB,fuel=N].
+    /// rollout and serve register the math reward as `math` when none is given.
+    #[arg(long = "reward", value_parser = parse_registration)]
+    pub rewards: Vec<Registration>,
+    /// Register a tool component: NAME=PATH[,timeout=..,retries=..,memory=..,fuel=..].
+    #[arg(long = "tool", value_parser = parse_registration)]
+    pub tools: Vec<Registration>,
+    /// Append every engine answer to this JSONL file (replay format; re-run with
+    /// --engine replay:FILE).
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+}
+
+impl ComponentArgs {
+    /// Services with the engine and tokenizer asked for: `--tokenizer` when given, else the
+    /// embedded engine's own. Returns the tokenizer too.
+    pub fn services(&self) -> anyhow::Result<(Services, Option<Arc<HostTokenizer>>)> {
+        let version = Arc::new(AtomicI32::new(0));
+        let mut services = Services::new().with_version(version.clone());
+        let mut tok = match &self.tokenizer {
+            Some(path) => {
+                Some(Arc::new(HostTokenizer::load(path).with_context(|| {
+                    format!("loading the tokenizer {}", path.display())
+                })?))
+            }
+            None => None,
+        };
+        if let Some(spec) = &self.engine {
+            let e = spec.build(tok.as_ref(), version)?;
+            if tok.is_none() {
+                tok = e.tokenizer;
+            }
+            let backend = match &self.record {
+                Some(path) => Arc::new(rollbox_engines::replay::RecordingBackend::new(
+                    e.backend, path,
+                )?),
+                None => e.backend,
+            };
+            services = services.with_backend(backend);
+        }
+        if let Some(t) = &tok {
+            services = services.with_tokenizer(t.clone());
+        }
+        Ok((services, tok))
+    }
+
+    /// Whether any registered component asks for fuel metering.
+    pub fn wants_fuel(&self) -> bool {
+        self.rewards
+            .iter()
+            .chain(&self.tools)
+            .any(|r| r.policy.limits.fuel.is_some())
+    }
+
+    /// Register the rewards and tools with `runtime`; returns each one's `(name, sha256)`.
+    pub fn register(&self, runtime: &Runtime) -> anyhow::Result<Vec<(String, String)>> {
+        let mut shas = Vec::new();
+        for (r, kind) in self
+            .rewards
+            .iter()
+            .map(|r| (r, "reward"))
+            .chain(self.tools.iter().map(|t| (t, "tool")))
+        {
+            let registered = if kind == "reward" {
+                runtime.register_reward(&r.name, &r.path, r.policy.clone())
+            } else {
+                runtime.register_tool(&r.name, &r.path, r.policy.clone())
+            };
+            registered.with_context(|| {
+                format!(
+                    "registering {kind} `{}` ({}); build it with scripts/quickstart.sh or cargo test",
+                    r.name,
+                    r.path.display()
+                )
+            })?;
+            shas.push((r.name.clone(), runtime.inspect(&r.path)?.sha256));
+        }
+        Ok(shas)
+    }
+}
+
+/// Where `cargo build` (scripts/quickstart.sh, the tests) puts the guest components.
+pub const GUESTS: &str = "target/wasm-guests/wasm32-wasip2/guest";
+
+/// `--what` as a JSON object.
+pub fn parse_object(what: &str, text: &str) -> anyhow::Result<serde_json::Value> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).with_context(|| format!("--{what} is not valid JSON"))?;
+    if !v.is_object() {
+        bail!("--{what} must be a JSON object, e.g. '{{\"input_ids\": [1, 2]}}'");
+    }
+    Ok(v)
+}

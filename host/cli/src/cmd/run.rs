@@ -1,0 +1,157 @@
+//! `rollbox run`: one episode of a workflow component; prints the returned tensors or the
+//! error, and can write the tensors to a safetensors file.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Args;
+use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, Runtime, RuntimeConfig};
+
+use super::{ComponentArgs, parse_object};
+use crate::limits::LimitArgs;
+
+/// Flags of `rollbox run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The workflow component file (.wasm).
+    workflow: PathBuf,
+    /// The dataset row, a JSON object.
+    #[arg(long, default_value = "{}")]
+    data: String,
+    /// The workflow's configuration, a JSON object.
+    #[arg(long, default_value = "{}")]
+    config: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// Write the accepted episode's tensors to this safetensors file (loadable with
+    /// `safetensors.torch.load_file`), with provenance in its metadata.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    components: ComponentArgs,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// Run the episode; a failed episode exits with status 1.
+pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let limits = a.limits.to_limits()?;
+    let (services, _) = a.components.services()?;
+    let runtime = Runtime::new(
+        RuntimeConfig {
+            fuel: limits.fuel.is_some() || a.components.wants_fuel(),
+            ..RuntimeConfig::default()
+        },
+        services,
+    )?;
+    let shas = a.components.register(&runtime)?;
+    let component = runtime.load_workflow(&a.workflow)?;
+    let mut request = EpisodeRequest::new("r0-s0", parse_object("data", &a.data)?);
+    request.config = parse_object("config", &a.config)?.into();
+    let report = runtime
+        .run_episode(&component, request, Arc::new(limits))
+        .await;
+    let sha = &component.info().sha256;
+    if let (Some(path), EpisodeOutcome::Accepted(t)) = (&a.out, &report.outcome) {
+        let mut meta = BTreeMap::new();
+        meta.insert("rollbox_version".into(), env!("CARGO_PKG_VERSION").into());
+        meta.insert("episode".into(), report.id.clone());
+        meta.insert("workflow_sha256".into(), sha.clone());
+        for (name, sha) in shas {
+            meta.insert(format!("component_sha256.{name}"), sha);
+        }
+        meta.insert("metadata".into(), t.metadata_json.to_string());
+        rollbox_tensor::write_safetensors(path, &t.tensors, &meta)
+            .with_context(|| format!("writing --out {}", path.display()))?;
+    }
+    if a.json {
+        print_json(&report, sha)?;
+    } else {
+        print_text(&report);
+    }
+    Ok(match report.outcome {
+        EpisodeOutcome::Failed(_) => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+fn print_json(report: &EpisodeReport, sha: &str) -> anyhow::Result<()> {
+    let (tensors, metadata) = match &report.outcome {
+        EpisodeOutcome::Accepted(t) => (
+            t.tensors
+                .iter()
+                .map(|(k, v)| serde_json::json!({"name": k, "dtype": v.dtype().name(), "shape": v.shape()}))
+                .collect(),
+            t.metadata(),
+        ),
+        _ => (Vec::new(), serde_json::Value::Null),
+    };
+    let out = serde_json::json!({
+        "summary": report.summary(),
+        "tensors": tensors,
+        "metadata": metadata,
+        "stats": report.stats,
+        "reward_calls": report.reward_calls,
+        "logs": report.logs,
+        "stdout": report.stdout,
+        "stderr": report.stderr,
+        "sha256": sha,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+fn print_text(report: &EpisodeReport) {
+    println!(
+        "episode  {} ({:.1} ms, {} generate calls, {} tokens)",
+        report.id,
+        report.wall.as_secs_f64() * 1e3,
+        report.generate_calls,
+        report.generated_tokens
+    );
+    match &report.outcome {
+        EpisodeOutcome::Accepted(t) => {
+            println!("accepted {} tensors", t.tensors.len());
+            for (name, tensor) in &t.tensors {
+                println!(
+                    "  {name:<16} {:<5} {:?}",
+                    tensor.dtype().name(),
+                    tensor.shape()
+                );
+            }
+            println!("metadata {}", t.metadata_json);
+        }
+        EpisodeOutcome::Rejected => println!("rejected (the workflow returned nothing)"),
+        EpisodeOutcome::Failed(f) => println!("failed   [{}] {f}", f.kind()),
+    }
+    for c in &report.reward_calls {
+        println!(
+            "reward   {} = {} ({} attempts, {:.2} ms{}{})",
+            c.name,
+            c.value.map_or_else(|| "none".into(), |v| v.to_string()),
+            c.attempts,
+            c.wall_us as f64 / 1e3,
+            if c.timed_out { ", timed out" } else { "" },
+            c.error
+                .as_deref()
+                .map(|e| format!(", {e}"))
+                .unwrap_or_default()
+        );
+    }
+    for (k, v) in &report.stats {
+        println!("stat     {k} = {v}");
+    }
+    for l in &report.logs {
+        println!("log      [{}] {}", l.level, l.message);
+    }
+    if !report.stdout.is_empty() {
+        println!("stdout   {}", report.stdout.trim_end());
+    }
+    if !report.stderr.is_empty() {
+        println!("stderr   {}", report.stderr.trim_end());
+    }
+}

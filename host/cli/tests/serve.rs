@@ -1,0 +1,181 @@
+//! `rollbox serve` end to end: episodes answered as one safetensors batch (loaded with the
+//! `safetensors` Python package), the policy version, health, metrics, and the request limits.
+
+use std::process::Command;
+
+use rollbox_tests::components as c;
+use serde_json::{Value, json};
+
+/// One HTTP/1.1 request on loopback; returns the status code and the body.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("headers end");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .expect("status")
+        .parse()
+        .expect("code");
+    assert!(
+        !head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "{head}"
+    );
+    (status, raw[split + 4..].to_vec())
+}
+
+/// Send `request` as is, half-close, and return what the server answered (lossy text; empty
+/// when it closed without answering).
+fn raw_exchange(addr: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    s.write_all(request.as_bytes()).expect("send");
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// `rollbox serve` over real HTTP: health, version, episodes (a safetensors batch Python
+/// loads), metrics.
+#[test]
+fn serve_answers_episodes_version_health_and_metrics() {
+    use std::io::BufRead;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let reward = format!("math={}", c::REWARD_MATH);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rollbox"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--workflow",
+            c::WORKFLOW_RLVR,
+            "--reward",
+            &reward,
+            "--n-samples",
+            "2",
+            "--config",
+            r#"{"reward": "math", "gconfig": {"greedy": true, "max_new_tokens": 4}}"#,
+        ])
+        .env("ROLLBOX_CACHE_DIR", tmp.path())
+        .env("CANDLE_NUM_THREADS", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("listening line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    let result = std::panic::catch_unwind(|| {
+        assert_eq!(http(&addr, "GET", "/healthz", ""), (200, b"ok".to_vec()));
+        let (code, body) = http(&addr, "POST", "/v1/version", r#"{"version": 7}"#);
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+        let rows = json!({"rows": [
+            {"messages": [{"role": "user", "content": "What is 2 + 2?"}], "answer": "4"},
+            {"messages": [{"role": "user", "content": "What is 3 + 3?"}], "answer": "6"}
+        ]});
+        let (code, body) = http(&addr, "POST", "/v1/episodes", &rows.to_string());
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+        let batch = tmp.path().join("served.safetensors");
+        std::fs::write(&batch, &body).expect("write");
+        let py = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../scripts/check_safetensors.py"
+            ))
+            .arg(&batch)
+            .output()
+            .expect("python3");
+        assert!(
+            py.status.success(),
+            "{}",
+            String::from_utf8_lossy(&py.stderr)
+        );
+        let loaded: Value = serde_json::from_slice(&py.stdout).expect("JSON");
+        assert_eq!(
+            loaded["tensors"]["input_ids"]["shape"][0], 4,
+            "2 rows x 2 samples"
+        );
+        // Generated tokens carry the version set over HTTP.
+        let versions: Vec<i64> = loaded["tensors"]["versions"]["data"]
+            .as_array()
+            .expect("versions")
+            .iter()
+            .map(|v| v.as_i64().expect("int"))
+            .collect();
+        assert!(versions.contains(&7), "{versions:?}");
+        let stats: Value =
+            serde_json::from_str(loaded["metadata"]["stats"].as_str().expect("stats"))
+                .expect("JSON");
+        assert_eq!(stats["episodes"]["accepted"], 4);
+        let (code, body) = http(&addr, "POST", "/v1/episodes", r#"{"rows": 3}"#);
+        assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+        let (code, body) = http(&addr, "GET", "/metrics", "");
+        assert_eq!(code, 200);
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("rollbox_episodes_accepted_total 4"), "{text}");
+        assert!(text.contains("rollbox_policy_version 7"), "{text}");
+        // Hostile clients (issue 15): a negative version, a declared body over the cap
+        // (refused before it is sent), a body shorter than declared, and a connection that
+        // never sends its headers (closed after the header-read timeout).
+        let (code, body) = http(&addr, "POST", "/v1/version", r#"{"version": -1}"#);
+        assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&body).contains("negative"));
+        let head = raw_exchange(
+            &addr,
+            "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n",
+        );
+        assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+        let head = raw_exchange(
+            &addr,
+            "POST /v1/version HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\nConnection: close\r\n\r\n{\"version\"",
+        );
+        assert!(
+            head.is_empty() || head.starts_with("HTTP/1.1 400"),
+            "{head}"
+        );
+        let idle = std::net::TcpStream::connect(&addr).expect("connect");
+        let start = std::time::Instant::now();
+        let mut buf = [0u8; 1];
+        idle.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .expect("timeout");
+        let n = std::io::Read::read(&mut &idle, &mut buf).unwrap_or(0);
+        assert_eq!(n, 0, "the server closed the idle connection");
+        let held = start.elapsed();
+        assert!(
+            held >= std::time::Duration::from_secs(9) && held < std::time::Duration::from_secs(20),
+            "closed after {held:?} (header-read timeout 10 s)"
+        );
+        let many = json!({"rows": vec![json!({}); 16_385]}).to_string();
+        let (code, body) = http(&addr, "POST", "/v1/episodes", &many);
+        assert_eq!(code, 413, "{}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&body).contains("at most 16384"));
+        assert_eq!(http(&addr, "GET", "/healthz", ""), (200, b"ok".to_vec()));
+    });
+    child.kill().expect("stop serve");
+    child.wait().expect("reaped");
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

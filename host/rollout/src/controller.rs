@@ -1,0 +1,312 @@
+//! The controller: admission (AReaL's staleness capacity), spawning each row's group of
+//! episodes, and the loop that hands finished groups to the group stage ([`crate::group`]) and
+//! kept ones to the batch stage ([`crate::batch`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rollbox_runtime::{
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, JsonText, Runtime, Trajectory, WorkflowComponent,
+};
+use rollbox_tensor::{HostTensor, TensorData};
+use rollbox_tokenizer::HostTokenizer;
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::batch::{Kept, KeptGroup, Writer};
+use crate::dataset::{BadRow, Row};
+use crate::group::{self, DropReason, Schema};
+use crate::options::{RolloutOptions, episode_seed};
+use crate::sink::BatchSink;
+use crate::staleness::Staleness;
+use crate::stats::{Progress, Stats, Tally};
+use crate::trajectory_line::{self, LineContext};
+
+/// A run of one workflow over rows.
+pub struct Rollout {
+    /// The runtime (engine, tokenizer, rewards registered).
+    pub runtime: Arc<Runtime>,
+    /// The workflow component.
+    pub workflow: Arc<WorkflowComponent>,
+    /// For prompt/completion text in `trajectories.jsonl`.
+    pub tokenizer: Option<Arc<HostTokenizer>>,
+    /// Settings.
+    pub options: RolloutOptions,
+    /// Metadata for every batch (component sha256s, rollbox version, ...).
+    pub provenance: BTreeMap<String, String>,
+}
+
+struct GroupResult {
+    row: Row,
+    reports: Vec<EpisodeReport>,
+    /// Per report: time from its group's admission by the controller to its end.
+    admitted: Vec<Duration>,
+}
+
+impl Rollout {
+    /// Run `rows` (skipping those `out` already holds), writing batches to `out`.
+    pub async fn run(
+        &self,
+        rows: Vec<Row>,
+        bad_rows: Vec<BadRow>,
+        out: &mut dyn BatchSink,
+        progress: &mut (dyn FnMut(&Progress) + Send),
+    ) -> anyhow::Result<Stats> {
+        let start = Instant::now();
+        let mut stats_written = start;
+        let o = &self.options;
+        anyhow::ensure!(o.n_samples > 0, "--n-samples must be at least 1");
+        anyhow::ensure!(o.batch_size > 0, "--batch-size must be at least 1");
+        let mut tally = Tally::default();
+        tally.stats.rows_in_dataset = rows.len();
+        tally.stats.bad_rows = bad_rows;
+        let before = rows.len();
+        let mut todo: Vec<Row> = rows
+            .into_iter()
+            .filter(|r| !out.done_rows().contains(&r.index))
+            .collect();
+        tally.stats.rows_already_done = before - todo.len();
+        if let Some(max) = o.max_rows {
+            todo.truncate(max);
+        }
+        tally.stats.rows_run = todo.len();
+        let mut p = Progress {
+            rows_total: todo.len(),
+            ..Progress::default()
+        };
+        let config = JsonText::from(&o.config);
+        let episodes = Arc::new(Semaphore::new(o.max_concurrent.max(1)));
+        let (tx, mut rx) = mpsc::unbounded_channel::<GroupResult>();
+        let mut staleness = Staleness {
+            max_concurrent: (o.max_concurrent / o.n_samples as usize).max(1),
+            batch_size: o.batch_size,
+            max_head_offpolicyness: o.max_head_offpolicyness,
+            ..Staleness::default()
+        };
+        let mut queue = todo.into_iter().peekable();
+        let mut pending: Vec<KeptGroup> = Vec::new();
+        let mut writer = Writer::default();
+        let mut schema = None;
+        let (mut reward_sum, mut reward_n) = (0.0f64, 0usize);
+        loop {
+            // Refill first: groups finished while the last result was processed are replaced
+            // before any batch work, so the workers are not left without episodes.
+            let version = i64::from(self.runtime.services().version());
+            while queue.peek().is_some() && staleness.capacity(version) > 0 {
+                let Some(row) = queue.next() else { break };
+                staleness.running += 1;
+                self.spawn_group(row, &config, episodes.clone(), tx.clone());
+            }
+            if pending.len() >= o.batch_size {
+                writer
+                    .write(
+                        std::mem::take(&mut pending),
+                        &self.provenance,
+                        out,
+                        &mut tally,
+                    )
+                    .await?;
+                // Interim stats at most once a second: computing them sorts every latency so
+                // far, which per batch would grow with the square of the run.
+                if stats_written.elapsed() >= Duration::from_secs(1) {
+                    out.checkpoint(&tally.stats(start), false)?;
+                    stats_written = Instant::now();
+                }
+            }
+            if staleness.running == 0 {
+                if queue.peek().is_none() {
+                    break;
+                }
+                anyhow::bail!(
+                    "the staleness limit is reached at policy version {version} (max_head_offpolicyness {:?}, {} groups accepted); raise the version (rollbox serve: POST /v1/version) or drop --max-head-offpolicyness",
+                    o.max_head_offpolicyness,
+                    staleness.accepted
+                );
+            }
+            let Some(g) = rx.recv().await else { break };
+            staleness.running -= 1;
+            let row = g.row.index;
+            p.rows_done += 1;
+            match self.process(g, &mut schema, &mut tally, &mut p) {
+                Ok(kept) => {
+                    for k in &kept {
+                        reward_sum += k.raw_rewards.iter().map(|&x| f64::from(x)).sum::<f64>();
+                        reward_n += k.raw_rewards.len();
+                    }
+                    p.reward_mean = if reward_n > 0 {
+                        reward_sum / reward_n as f64
+                    } else {
+                        0.0
+                    };
+                    staleness.accepted += 1;
+                    tally.stats.groups_kept += 1;
+                    pending.push((row, kept));
+                }
+                Err(reason) => {
+                    staleness.rejected += 1;
+                    *tally
+                        .stats
+                        .groups_dropped
+                        .entry(reason.as_str().into())
+                        .or_insert(0) += 1;
+                    out.record_dropped(row, reason)?;
+                }
+            }
+            p.elapsed_s = start.elapsed().as_secs_f64();
+            progress(&p);
+        }
+        if !pending.is_empty() {
+            writer
+                .write(pending, &self.provenance, out, &mut tally)
+                .await?;
+        }
+        writer.commit(out, &mut tally).await?;
+        let stats = tally.stats(start);
+        out.checkpoint(&stats, true)?;
+        Ok(stats)
+    }
+
+    fn spawn_group(
+        &self,
+        row: Row,
+        config: &JsonText,
+        episodes: Arc<Semaphore>,
+        tx: mpsc::UnboundedSender<GroupResult>,
+    ) {
+        let runtime = self.runtime.clone();
+        let workflow = self.workflow.clone();
+        let (n_samples, seed, limits) = (
+            self.options.n_samples,
+            self.options.seed,
+            self.options.limits.clone(),
+        );
+        let config = config.clone();
+        // The group counts as in flight from here (the controller's staleness accounting).
+        let admitted = Instant::now();
+        tokio::spawn(async move {
+            let mut handles = Vec::with_capacity(n_samples as usize);
+            for s in 0..n_samples {
+                let Ok(permit) = episodes.clone().acquire_owned().await else {
+                    return;
+                };
+                let request = EpisodeRequest {
+                    id: format!("r{}-s{s}", row.index),
+                    data: row.data.clone(),
+                    config: config.clone(),
+                    sample_index: s,
+                    seed: episode_seed(seed, row.index, s),
+                };
+                let (runtime, workflow, limits) =
+                    (runtime.clone(), workflow.clone(), limits.clone());
+                handles.push(tokio::spawn(async move {
+                    let report = runtime.run_episode(&workflow, request, limits).await;
+                    drop(permit);
+                    (report, admitted.elapsed())
+                }));
+            }
+            let mut reports = Vec::with_capacity(handles.len());
+            let mut admitted = Vec::with_capacity(handles.len());
+            for h in handles {
+                match h.await {
+                    Ok((r, a)) => {
+                        reports.push(r);
+                        admitted.push(a);
+                    }
+                    Err(e) => tracing::error!("episode task of row {} failed: {e}", row.index),
+                }
+            }
+            let _ = tx.send(GroupResult {
+                row,
+                reports,
+                admitted,
+            });
+        });
+    }
+
+    /// Account a finished group; its kept episodes, or why it was dropped.
+    fn process(
+        &self,
+        mut g: GroupResult,
+        schema: &mut Option<Schema>,
+        tally: &mut Tally,
+        p: &mut Progress,
+    ) -> Result<Vec<Kept>, DropReason> {
+        let mut accepted: Vec<(u32, &Trajectory)> = Vec::new();
+        for (s, r) in g.reports.iter().enumerate() {
+            p.episodes += 1;
+            *tally
+                .stats
+                .episodes
+                .entry(r.outcome.kind().to_string())
+                .or_insert(0) += 1;
+            tally.stats.generated_tokens += r.generated_tokens;
+            tally.episode_ms.push(r.wall.as_secs_f64() * 1e3);
+            if let Some(a) = g.admitted.get(s) {
+                tally.admitted_ms.push(a.as_secs_f64() * 1e3);
+            }
+            let reward_us: u64 = r.reward_calls.iter().map(|c| c.wall_us).sum();
+            tally.reward_ms.push(reward_us as f64 / 1e3);
+            tally.stats.reward_timeouts += r.reward_calls.iter().filter(|c| c.timed_out).count();
+            match &r.outcome {
+                EpisodeOutcome::Accepted(t) => {
+                    p.accepted += 1;
+                    accepted.push((s as u32, t));
+                }
+                EpisodeOutcome::Rejected => p.rejected_or_failed += 1,
+                EpisodeOutcome::Failed(f) => {
+                    p.rejected_or_failed += 1;
+                    tracing::warn!(episode = %r.id, kind = f.kind(), "episode failed: {f}");
+                }
+            }
+        }
+        let scored = group::judge(&accepted, schema, &self.options.group_policy())?;
+        let cx = LineContext {
+            tokenizer: self.tokenizer.as_deref(),
+            group_size: self.options.n_samples,
+            workflow_sha256: &self.workflow.info().sha256,
+        };
+        // Everything but the tensors first (it reads the episodes); then the tensors are moved
+        // out of the reports, not copied.
+        let mut lines = Vec::with_capacity(scored.len());
+        for (s, (_, t)) in scored.iter().zip(&accepted) {
+            let r = &g.reports[s.sample as usize];
+            let l =
+                trajectory_line::lines(&cx, g.row.index, s, r, t, scored.len()).map_err(|e| {
+                    tracing::warn!(episode = %r.id, "its trajectory line cannot be written: {e}");
+                    DropReason::AssemblyFailed
+                })?;
+            lines.push((l, t.bools("is_truncated").unwrap_or_default()));
+        }
+        drop(accepted);
+        let mut out = Vec::with_capacity(scored.len());
+        for (s, (lines, truncated)) in scored.into_iter().zip(lines) {
+            let EpisodeOutcome::Accepted(t) = &mut g.reports[s.sample as usize].outcome else {
+                continue;
+            };
+            let mut tensors = std::mem::take(&mut t.tensors);
+            if s.normalized {
+                let rows = s.rewards.len();
+                let mut set = |key: &str, v: Vec<f32>| {
+                    let tensor = HostTensor::new(TensorData::F32(v), vec![rows]).map_err(|e| {
+                        tracing::warn!("row {}: `{key}`: {e}", g.row.index);
+                        DropReason::AssemblyFailed
+                    })?;
+                    match tensors.iter_mut().find(|(k, _)| k == key) {
+                        Some((_, x)) => *x = tensor,
+                        None => tensors.push((key.to_string(), tensor)),
+                    }
+                    Ok::<_, DropReason>(())
+                };
+                set("rewards", s.rewards)?;
+                set("original_rewards", s.raw.clone())?;
+            }
+            out.push(Kept {
+                tensors,
+                lines,
+                raw_rewards: s.raw,
+                truncated,
+            });
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,73 @@
+//! The settings of a run.
+
+use std::sync::Arc;
+
+use rollbox_runtime::Limits;
+
+use crate::group::{Filter, GroupPolicy, Normalization};
+
+/// Settings of a run.
+#[derive(Debug, Clone)]
+pub struct RolloutOptions {
+    /// Episodes per row (the GRPO group size).
+    pub n_samples: u32,
+    /// Episodes in flight at most.
+    pub max_concurrent: usize,
+    /// Groups per output batch.
+    pub batch_size: usize,
+    /// AReaL's `max_head_offpolicyness` (`None`: no staleness limit, for offline runs).
+    pub max_head_offpolicyness: Option<u64>,
+    /// Drop groups with fewer accepted episodes than `n_samples`.
+    pub drop_incomplete_groups: bool,
+    /// Group reward normalisation (`None`: raw rewards).
+    pub normalize: Option<Normalization>,
+    /// Group acceptance filter.
+    pub filter: Option<Filter>,
+    /// The workflow's configuration.
+    pub config: serde_json::Value,
+    /// Per-episode limits.
+    pub limits: Arc<Limits>,
+    /// Base seed; episode seeds derive from it, the row and the sample index.
+    pub seed: u64,
+    /// Run at most this many (not yet done) rows.
+    pub max_rows: Option<usize>,
+}
+
+impl Default for RolloutOptions {
+    fn default() -> Self {
+        RolloutOptions {
+            n_samples: 4,
+            max_concurrent: 64,
+            batch_size: 8,
+            max_head_offpolicyness: None,
+            drop_incomplete_groups: false,
+            normalize: None,
+            filter: None,
+            config: serde_json::json!({}),
+            limits: Arc::new(Limits::default()),
+            seed: 0,
+            max_rows: None,
+        }
+    }
+}
+
+impl RolloutOptions {
+    /// What decides a finished group's fate.
+    pub fn group_policy(&self) -> GroupPolicy {
+        GroupPolicy {
+            n_samples: self.n_samples,
+            drop_incomplete: self.drop_incomplete_groups,
+            normalize: self.normalize,
+            filter: self.filter,
+        }
+    }
+}
+
+/// The seed of one episode: splitmix64 of the base seed, the row and the sample index, so
+/// seeds differ per row and sample and are stable across runs.
+pub fn episode_seed(base: u64, row: usize, sample: u32) -> u64 {
+    let mut z = base ^ (row as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(sample) << 48;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

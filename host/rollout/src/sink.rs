@@ -1,0 +1,213 @@
+//! Where batches go: the [`BatchSink`] trait, with the disk sink ([`crate::OutputDir`]: atomic
+//! files, resume, fsync) and the memory sink ([`MemorySink`]: `rollbox serve` answers from it,
+//! with no file written).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rollbox_tensor::HostTensor;
+
+use crate::group::DropReason;
+use crate::stats::Stats;
+
+/// An assembled batch on its way to a sink: AReaL's padded tensor dict, the header metadata
+/// (provenance, `group_sizes`), the dataset rows it holds and one `trajectories.jsonl` line per
+/// trajectory (serialised JSON objects).
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// The padded tensors.
+    pub tensors: Vec<(String, HostTensor)>,
+    /// Header metadata; the sink adds `batch`, `rows` and `trajectories`.
+    pub metadata: BTreeMap<String, String>,
+    /// Dataset rows, in batch order.
+    pub rows: Vec<usize>,
+    /// Trajectory lines, one per row of the tensors.
+    pub lines: Vec<String>,
+}
+
+impl Batch {
+    /// Add the keys every batch header holds: `batch` (its number), `rows` (a JSON list) and
+    /// `trajectories` (the lines as one JSON list).
+    pub fn stamp(&mut self, number: usize) -> serde_json::Result<()> {
+        self.metadata.insert("batch".into(), number.to_string());
+        self.metadata
+            .insert("rows".into(), serde_json::to_string(&self.rows)?);
+        // The lines are serialised JSON objects: the header holds them as one JSON list.
+        self.metadata
+            .insert("trajectories".into(), format!("[{}]", self.lines.join(",")));
+        Ok(())
+    }
+}
+
+/// Blocking work that makes a prepared batch durable. The controller runs it on tokio's
+/// blocking pool, one at a time and in the order the batches were prepared.
+pub type WriteJob = Box<dyn FnOnce() -> anyhow::Result<()> + Send>;
+
+/// A destination for a run's batches and bookkeeping.
+pub trait BatchSink: Send {
+    /// Rows an earlier run finished (written or dropped); this run skips them.
+    fn done_rows(&self) -> &BTreeSet<usize>;
+
+    /// The number the next prepared batch gets.
+    fn next_batch(&self) -> usize;
+
+    /// Take the next batch. CPU work only. An error (the batch cannot be encoded, e.g. its
+    /// header is over the safetensors cap) takes no number: the controller splits the batch or
+    /// drops its groups. `Ok(Some(job))`: run `job`, then call [`BatchSink::committed`].
+    fn prepare(&mut self, batch: Batch) -> anyhow::Result<Option<WriteJob>>;
+
+    /// The oldest prepared batch's write finished.
+    fn committed(&mut self);
+
+    /// A row whose group was dropped.
+    fn record_dropped(&mut self, row: usize, reason: DropReason) -> anyhow::Result<()>;
+
+    /// The run's stats so far (about once a second) and at the end (`last`).
+    fn checkpoint(&mut self, stats: &Stats, last: bool) -> anyhow::Result<()>;
+}
+
+/// A request's batches joined into one: the tensor dict and the header metadata.
+pub type Joined = (Vec<(String, HostTensor)>, BTreeMap<String, String>);
+
+/// A sink that keeps batches in memory, for answering a request without files.
+#[derive(Debug, Default)]
+pub struct MemorySink {
+    done: BTreeSet<usize>,
+    /// The batches, in order.
+    pub batches: Vec<Batch>,
+    /// Dropped rows and why.
+    pub dropped: Vec<(usize, DropReason)>,
+    /// The last stats checkpointed.
+    pub stats: Option<Stats>,
+}
+
+impl MemorySink {
+    /// An empty sink.
+    pub fn new() -> Self {
+        MemorySink::default()
+    }
+
+    /// The batches joined into one: tensors padded as AReaL's `concat_padded_tensors` pads
+    /// (within `max_tensor_bytes`), `rows`, `trajectories` and `group_sizes` concatenated in
+    /// order, the other metadata of the first batch. With no batch: no tensors and `metadata`
+    /// with an empty `trajectories` list.
+    pub fn join(
+        mut self,
+        mut metadata: BTreeMap<String, String>,
+        max_tensor_bytes: usize,
+    ) -> anyhow::Result<Joined> {
+        match self.batches.len() {
+            0 => {
+                metadata.insert("trajectories".into(), "[]".into());
+                Ok((Vec::new(), metadata))
+            }
+            1 => {
+                let b = self.batches.remove(0);
+                Ok((b.tensors, b.metadata))
+            }
+            _ => {
+                let dicts: Vec<Vec<(String, &HostTensor)>> = self
+                    .batches
+                    .iter()
+                    .map(|b| b.tensors.iter().map(|(k, t)| (k.clone(), t)).collect())
+                    .collect();
+                let tensors = rollbox_tensor::concat_padded_within(&dicts, 0.0, max_tensor_bytes)?;
+                let mut meta = self.batches[0].metadata.clone();
+                for key in ["rows", "trajectories", "group_sizes"] {
+                    let mut all = Vec::new();
+                    for b in &self.batches {
+                        if let Some(text) = b.metadata.get(key) {
+                            let list: Vec<&serde_json::value::RawValue> =
+                                serde_json::from_str(text)?;
+                            all.extend(list);
+                        }
+                    }
+                    meta.insert(key.into(), serde_json::to_string(&all)?);
+                }
+                Ok((tensors, meta))
+            }
+        }
+    }
+}
+
+impl BatchSink for MemorySink {
+    fn done_rows(&self) -> &BTreeSet<usize> {
+        &self.done
+    }
+
+    fn next_batch(&self) -> usize {
+        self.batches.len()
+    }
+
+    fn prepare(&mut self, mut batch: Batch) -> anyhow::Result<Option<WriteJob>> {
+        batch.stamp(self.batches.len())?;
+        self.batches.push(batch);
+        Ok(None)
+    }
+
+    fn committed(&mut self) {}
+
+    fn record_dropped(&mut self, row: usize, reason: DropReason) -> anyhow::Result<()> {
+        self.dropped.push((row, reason));
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, stats: &Stats, _last: bool) -> anyhow::Result<()> {
+        self.stats = Some(stats.clone());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rollbox_tensor::TensorData;
+
+    fn batch(row: usize, ids: Vec<i32>, len: usize) -> Batch {
+        let n = ids.len() / len;
+        Batch {
+            tensors: vec![(
+                "input_ids".into(),
+                HostTensor::new(TensorData::I32(ids), vec![n, len]).expect("shape"),
+            )],
+            metadata: BTreeMap::from([
+                ("group_sizes".to_string(), "[1]".to_string()),
+                ("rollbox_version".to_string(), "test".to_string()),
+            ]),
+            rows: vec![row],
+            lines: vec![format!("{{\"row\":{row}}}")],
+        }
+    }
+
+    /// Batches the controller split are joined back into one answer, padded as AReaL pads,
+    /// with rows, trajectories and group sizes concatenated in order.
+    #[test]
+    fn split_batches_are_joined_into_one_answer() {
+        let mut sink = MemorySink::new();
+        for b in [batch(3, vec![1, 2, 3], 3), batch(5, vec![4, 5], 2)] {
+            assert!(sink.prepare(b).expect("prepared").is_none());
+        }
+        let (tensors, meta) = sink.join(BTreeMap::new(), 1 << 20).expect("joined");
+        assert_eq!(tensors[0].1.shape(), &[2, 3]);
+        assert_eq!(
+            tensors[0].1.data().expect("data"),
+            TensorData::I32(vec![1, 2, 3, 4, 5, 0])
+        );
+        assert_eq!(meta["rows"], "[3,5]");
+        assert_eq!(meta["trajectories"], r#"[{"row":3},{"row":5}]"#);
+        assert_eq!(meta["group_sizes"], "[1,1]");
+        assert_eq!(meta["rollbox_version"], "test");
+        assert_eq!(meta["batch"], "0");
+        let mut one = MemorySink::new();
+        one.prepare(batch(7, vec![1], 1)).expect("prepared");
+        let (t, meta) = one.join(BTreeMap::new(), 1 << 20).expect("one batch");
+        assert_eq!(
+            (t[0].1.shape(), meta["rows"].as_str()),
+            (&[1, 1][..], "[7]")
+        );
+        let (t, meta) = MemorySink::new()
+            .join(BTreeMap::from([("k".into(), "v".into())]), 1 << 20)
+            .expect("no batch");
+        assert!(t.is_empty());
+        assert_eq!(meta["trajectories"], "[]");
+    }
+}
