@@ -69,6 +69,9 @@ enum Bench {
         /// The baseline script (skipped when python3 is missing).
         #[arg(long, default_value = "scripts/reward_baseline.py")]
         baseline: PathBuf,
+        /// The parity corpus, for the Rust reward's figures on its mix of answer forms.
+        #[arg(long, default_value = "tests/fixtures/rewards/math_corpus.jsonl")]
+        corpus: PathBuf,
     },
     /// concat-padded of 512 RLVR-shaped dicts (lengths 100..2000, 7 per-token keys), median of
     /// 20 runs, next to AReaL's `concat_padded_tensors` on the same shapes when torch is there.
@@ -261,7 +264,8 @@ async fn run(which: Bench) -> anyhow::Result<()> {
             math,
             python,
             baseline,
-        } => rewards::run(iterations, concurrency, &math, &python, &baseline).await,
+            corpus,
+        } => rewards::run(iterations, concurrency, &math, &python, &baseline, &corpus).await,
     }
 }
 

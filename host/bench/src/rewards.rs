@@ -19,23 +19,41 @@ pub async fn run(
     math: &Path,
     python: &Path,
     baseline: &Path,
+    corpus: &Path,
 ) -> anyhow::Result<()> {
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), Services::new())?);
     println!(
         "reward bench: each call = fresh instance + score + teardown (on the reaper thread for instances past 4 MiB), 15 s / 256 MiB limits"
     );
+    let gsm8k = reward_calls();
     one(
         runtime.clone(),
         math,
-        "rust math reward",
+        "rust math reward, 4 GSM8K-like calls",
+        &gsm8k,
         iterations,
         concurrency,
     )
     .await?;
+    match corpus_calls(corpus) {
+        Ok(mix) => {
+            one(
+                runtime.clone(),
+                math,
+                &format!("rust math reward, corpus mix ({} pairs)", mix.len()),
+                &mix,
+                iterations.max(mix.len()),
+                concurrency,
+            )
+            .await?
+        }
+        Err(e) => println!("corpus mix skipped: {e:#}"),
+    }
     one(
         runtime,
         python,
         "python reward (componentize-py)",
+        &gsm8k,
         iterations,
         concurrency,
     )
@@ -99,10 +117,31 @@ fn reward_calls() -> Vec<rollbox_runtime::RewardCall> {
         .collect()
 }
 
+/// Every pair of the recorded parity corpus (`tests/fixtures/rewards/math_corpus.jsonl`) as a
+/// reward call: the completion, and the reference as the row's `answer`.
+fn corpus_calls(path: &Path) -> anyhow::Result<Vec<rollbox_runtime::RewardCall>> {
+    use anyhow::Context as _;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line)?;
+            Ok(rollbox_runtime::RewardCall {
+                prompt: String::new(),
+                completion: v["completion"].as_str().unwrap_or_default().to_string(),
+                prompt_ids: Vec::new(),
+                completion_ids: Vec::new(),
+                data: serde_json::json!({"answer": v["answer"]}),
+            })
+        })
+        .collect()
+}
+
 async fn one(
     runtime: Arc<Runtime>,
     path: &Path,
     label: &str,
+    calls: &[rollbox_runtime::RewardCall],
     iterations: usize,
     concurrency: usize,
 ) -> anyhow::Result<()> {
@@ -111,7 +150,7 @@ async fn one(
     let reward = runtime.load_reward(path)?;
     let load = t.elapsed();
     let limits = Arc::new(Limits::untrusted_call());
-    let calls = reward_calls();
+    let calls: Arc<Vec<rollbox_runtime::RewardCall>> = Arc::new(calls.to_vec());
     for call in calls.iter().take(4) {
         runtime
             .call_reward(&reward, call.clone(), limits.clone())

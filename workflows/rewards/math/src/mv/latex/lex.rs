@@ -1,0 +1,92 @@
+//! Tokens of normalised LaTeX.
+
+use super::env::text;
+use super::normalize::matching;
+use crate::mv::scan::{at, digit, ws};
+
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Tok {
+    Num(String),
+    Sym(char),
+    Cmd(String),
+    Text(String),
+    Ch(char),
+}
+
+pub(super) fn lex(s: &str) -> Option<Vec<Tok>> {
+    let t: Vec<char> = s.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < t.len() {
+        let c = t[i];
+        if ws(c) || c == '~' {
+            i += 1;
+            continue;
+        }
+        if digit(c) || (c == '.' && at(&t, i + 1).is_some_and(digit)) {
+            let mut k = i;
+            while at(&t, k).is_some_and(digit) {
+                k += 1;
+            }
+            if at(&t, k) == Some('.') {
+                if !at(&t, k + 1).is_some_and(digit) {
+                    return None;
+                }
+                k += 1;
+                while at(&t, k).is_some_and(digit) {
+                    k += 1;
+                }
+            }
+            out.push(Tok::Num(text(&t, i, k)));
+            i = k;
+            continue;
+        }
+        if c == '\\' {
+            let k = i + 1;
+            match at(&t, k) {
+                Some(x) if x.is_ascii_alphabetic() => {
+                    let mut e = k;
+                    while at(&t, e).is_some_and(|c| c.is_ascii_alphabetic()) {
+                        e += 1;
+                    }
+                    let name = text(&t, k, e);
+                    if name == "text" || name == "mbox" {
+                        if at(&t, e) != Some('{') {
+                            return None;
+                        }
+                        let close = matching(&t, e, '{', '}')?;
+                        out.push(Tok::Text(text(&t, e + 1, close)));
+                        i = close + 1;
+                        continue;
+                    }
+                    if matches!(name.as_str(), "quad" | "qquad" | "displaystyle" | "limits") {
+                        i = e;
+                        continue;
+                    }
+                    out.push(Tok::Cmd(name));
+                    i = e;
+                }
+                Some(',' | ';' | ':' | '!' | ' ') => i += 2,
+                Some(x) => {
+                    out.push(Tok::Cmd(x.to_string()));
+                    i += 2;
+                }
+                None => return None,
+            }
+            continue;
+        }
+        if c.is_alphabetic() {
+            out.push(Tok::Sym(c));
+            i += 1;
+            continue;
+        }
+        out.push(Tok::Ch(match c {
+            '−' | '∸' => '-',
+            '×' | '·' => '*',
+            '÷' => '/',
+            c => c,
+        }));
+        i += 1;
+    }
+    Some(out)
+}
