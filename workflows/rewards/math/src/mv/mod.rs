@@ -43,7 +43,7 @@ enum Cand {
 
 fn convert(t: &[char], c: &Cand) -> (Option<Val>, String) {
     match c {
-        Cand::Plain(scan::Hit::Number(n)) => n.value(),
+        Cand::Plain(scan::Hit::Number(n)) => n.value(t),
         Cand::Plain(scan::Hit::Expr(e)) => {
             let s: String = t[e.start..e.stop].iter().collect();
             (pyexpr::parse_expr(&s), s)
@@ -53,7 +53,8 @@ fn convert(t: &[char], c: &Cand) -> (Option<Val>, String) {
             (latex::parse_latex(&s), s)
         }
         Cand::Latex(latex::LatexHit::Chain(envs)) => {
-            let parts: Vec<(Option<Val>, String)> = envs.iter().map(latex::convert_env).collect();
+            let parts: Vec<(Option<Val>, String)> =
+                envs.iter().map(|e| latex::convert_env(t, e)).collect();
             if parts.len() > 1 && parts.iter().all(|(v, _)| v.is_some()) {
                 let text = parts
                     .iter()
@@ -69,9 +70,16 @@ fn convert(t: &[char], c: &Cand) -> (Option<Val>, String) {
     }
 }
 
+/// The characters of `s`, in a vector sized once.
+pub(crate) fn chars(s: &str) -> Vec<char> {
+    let mut v = Vec::with_capacity(s.len());
+    v.extend(s.chars());
+    v
+}
+
 /// math-verify's `parse` with AReaL's configuration.
 pub fn parse(text: &str) -> Parsed {
-    let t: Vec<char> = text.chars().collect();
+    let t: Vec<char> = crate::mv::chars(text);
     let mut first_text: Option<String> = None;
     for level in [0, 50, 100, 200, 300] {
         // Plain-text patterns come before LaTeX ones at equal priority and position.

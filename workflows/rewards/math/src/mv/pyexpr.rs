@@ -107,7 +107,7 @@ impl P<'_> {
 /// The value of a Python arithmetic expression, unevaluated as sympy keeps it.
 pub(crate) fn parse_expr(s: &str) -> Option<Val> {
     let text: String = s.replace('\n', " ").replace('^', "**");
-    let t: Vec<char> = text.chars().collect();
+    let t: Vec<char> = crate::mv::chars(&text);
     let mut p = P { t: &t, i: 0 };
     let n = p.expr()?;
     p.skip();

@@ -37,28 +37,28 @@ fn digits_from(t: &[char], i: usize) -> usize {
         .count()
 }
 
-/// One way a NUMBER can match.
+/// One way a NUMBER can match: its end, and the spans of its integer and decimal parts.
 #[derive(Debug, Clone)]
 pub(crate) struct NumMatch {
     pub end: usize,
-    integer: String,
-    decimal: String,
+    integer: (usize, usize),
+    decimal: (usize, usize),
     percent: bool,
 }
 
 impl NumMatch {
     /// The value and the fallback string (the normalised number text).
-    pub fn value(&self) -> (Option<Val>, String) {
-        let mut int: String = self
-            .integer
-            .chars()
-            .filter(|c| *c != ',' && *c != ' ')
+    pub fn value(&self, t: &[char]) -> (Option<Val>, String) {
+        let decimal: String = t[self.decimal.0..self.decimal.1].iter().collect();
+        let mut int: String = t[self.integer.0..self.integer.1]
+            .iter()
+            .filter(|c| **c != ',' && **c != ' ')
             .collect();
         int = int.trim_start_matches('0').to_string();
         if int.is_empty() {
             int = "0".into();
         }
-        let text = format!("{int}{}", self.decimal.replace(',', "."));
+        let text = format!("{int}{}", decimal.replace(',', "."));
         let v = Val::number(&text).map(|v| match v {
             Val::Num(q, f) if self.percent => Val::Pct(q, f),
             v => v,
@@ -97,13 +97,13 @@ pub(crate) fn numbers_at<R>(
     if q > 0 && at(t, q - 1).is_some_and(digit) {
         return None;
     }
-    let text = |a: usize, b: usize| -> String { t[a..b].iter().collect() };
-    let mut push = |end: usize, integer: String, decimal: String| -> Option<R> {
+    let text = |a: usize, b: usize| (a, b);
+    let mut push = |end: usize, integer: (usize, usize), decimal: (usize, usize)| -> Option<R> {
         if let Some(p) = percent_end(t, end)
             && let Some(r) = f(NumMatch {
                 end: p,
-                integer: integer.clone(),
-                decimal: decimal.clone(),
+                integer,
+                decimal,
                 percent: true,
             })
         {
@@ -139,7 +139,7 @@ pub(crate) fn numbers_at<R>(
                         return Some(r);
                     }
                 }
-                if let Some(r) = push(g, text(q, g), String::new()) {
+                if let Some(r) = push(g, text(q, g), (0, 0)) {
                     return Some(r);
                 }
             }
@@ -163,14 +163,14 @@ pub(crate) fn numbers_at<R>(
     if at(t, q) == Some('.') {
         let m = digits_from(t, q + 1);
         for dl in (1..=m).rev() {
-            if let Some(r) = push(q + 1 + dl, String::new(), text(q, q + 1 + dl)) {
+            if let Some(r) = push(q + 1 + dl, (0, 0), text(q, q + 1 + dl)) {
                 return Some(r);
             }
         }
     }
     // F4: -?\d+
     for l in (1..=n).rev() {
-        if let Some(r) = push(d0 + l, text(q, d0 + l), String::new()) {
+        if let Some(r) = push(d0 + l, text(q, d0 + l), (0, 0)) {
             return Some(r);
         }
     }
@@ -487,10 +487,20 @@ fn final_is_at(t: &[char], s: usize) -> Option<Hit> {
 }
 
 /// Python's `finditer` of an anchored pattern: non-overlapping, left to right.
-fn find_all(t: &[char], f: impl Fn(&[char], usize) -> Option<Hit>) -> Vec<(usize, Hit)> {
+/// Only positions whose character passes `first` are tried (a cheap filter for the pattern's
+/// first character).
+fn find_all(
+    t: &[char],
+    first: impl Fn(usize, char) -> bool,
+    f: impl Fn(&[char], usize) -> Option<Hit>,
+) -> Vec<(usize, Hit)> {
     let mut out = Vec::new();
     let mut s = 0;
     while s < t.len() {
+        if !first(s, t[s]) {
+            s += 1;
+            continue;
+        }
         match f(t, s) {
             Some(h) => {
                 let e = h.end().max(s + 1);
@@ -511,19 +521,22 @@ pub(crate) fn candidates(t: &[char], level: u32) -> Vec<(u32, usize, Hit)> {
             out.extend(v().into_iter().map(|(s, h)| (prio, s, h)));
         }
     };
-    add(0, &|| find_all(t, final_hope_at));
-    add(50, &|| find_all(t, final_is_at));
-    add(100, &|| find_all(t, |t, s| answer_at(t, s, true)));
-    add(200, &|| find_all(t, |t, s| answer_at(t, s, false)));
+    let f = |_: usize, c: char| c == 'f' || c == 'F';
+    let a = |_: usize, c: char| c == 'a' || c == 'A';
+    let prefix = |s: usize, c: char| s == 0 || ws(c) || c == '=';
+    add(0, &|| find_all(t, f, final_hope_at));
+    add(50, &|| find_all(t, f, final_is_at));
+    add(100, &|| find_all(t, a, |t, s| answer_at(t, s, true)));
+    add(200, &|| find_all(t, a, |t, s| answer_at(t, s, false)));
     add(300, &|| {
-        find_all(t, |t, s| {
+        find_all(t, prefix, |t, s| {
             after_prefix(t, s)
                 .into_iter()
                 .find_map(|q| exprs_at(t, q, &mut |e| Some(Hit::Expr(e))))
         })
     });
     add(300, &|| {
-        find_all(t, |t, s| {
+        find_all(t, prefix, |t, s| {
             after_prefix(t, s).into_iter().find_map(|q| {
                 let mut qs = Vec::new();
                 if at(t, q).is_some_and(|c| CURRENCY.contains(c)) {

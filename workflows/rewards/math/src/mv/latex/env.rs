@@ -6,7 +6,8 @@ use crate::mv::scan::{at, digit, starts, starts_ci, ws};
 /// One environment of a chain: its inner text and whether a percent sign followed it.
 #[derive(Debug, Clone)]
 pub(crate) struct Env {
-    pub content: String,
+    /// The inner text's span in the candidate's text.
+    pub span: (usize, usize),
     pub pct: bool,
 }
 
@@ -44,9 +45,9 @@ fn env_at(t: &[char], p: usize, boxed: bool, plain: bool) -> Option<(usize, usiz
     }
     let not_esc = |i: usize| i == 0 || at(t, i - 1) != Some('\\');
     let has_box = |a: usize, b: usize| {
-        let s = text(t, a, b);
-        !boxed || s.find("\\boxed{").is_some_and(|i| s[i + 7..].contains('}'))
+        !boxed || (a..b).any(|i| starts(t, i, "\\boxed{") && t[(i + 7).min(b)..b].contains(&'}'))
     };
+
     // $$ .. $$
     if starts(t, p, "$$") && not_esc(p) {
         let mut k = p + 3;
@@ -99,7 +100,7 @@ fn env_at(t: &[char], p: usize, boxed: bool, plain: bool) -> Option<(usize, usiz
         let mut k = p + 3;
         while k + 1 < t.len() && at(t, k - 1) != Some('\n') {
             if starts(t, k, "\\)") {
-                if has_box(p + 2, k) && !text(t, p + 2, k).contains('\n') {
+                if has_box(p + 2, k) && !t[p + 2..k].contains(&'\n') {
                     return Some((k + 2, p + 2, k));
                 }
                 break;
@@ -177,8 +178,7 @@ pub(crate) fn chain_at(t: &[char], p: usize, boxed: bool) -> Option<(usize, Vec<
             }
             None => false,
         };
-        let content = text(t, a, b);
-        Some((end, Env { content, pct }))
+        Some((end, Env { span: (a, b), pct }))
     };
     let (mut end, first) = one(p)?;
     let mut envs = vec![first];
@@ -227,13 +227,19 @@ pub(crate) enum LatexHit {
     Boxed(String),
 }
 
+/// Only positions whose character passes `first` are tried.
 fn find_all(
     t: &[char],
+    first: impl Fn(char) -> bool,
     f: impl Fn(&[char], usize) -> Option<(usize, LatexHit)>,
 ) -> Vec<(usize, usize, LatexHit)> {
     let mut out = Vec::new();
     let mut s = 0;
     while s < t.len() {
+        if !first(t[s]) {
+            s += 1;
+            continue;
+        }
         match f(t, s) {
             Some((e, h)) => {
                 out.push((s, e, h));
@@ -275,9 +281,12 @@ pub(crate) fn candidates(t: &[char], level: u32) -> Vec<(u32, usize, usize, Late
             out.extend(v().into_iter().map(|(s, e, h)| (prio, s, e, h)));
         }
     };
+    let f = |c: char| c == 'f' || c == 'F';
+    let a = |c: char| c == 'a' || c == 'A';
+    let env = |c: char| c == '$' || c == '\\' || c == '-' || ws(c);
     // final answer is .. I hope
     add(0, &|| {
-        find_all(t, |t, s| {
+        find_all(t, f, |t, s| {
             if !starts_ci(t, s, "final answer is") {
                 return None;
             }
@@ -299,7 +308,7 @@ pub(crate) fn candidates(t: &[char], level: u32) -> Vec<(u32, usize, usize, Late
     });
     // final answer.{0,100}?\s+is:?\s* CHAIN
     add(50, &|| {
-        find_all(t, |t, s| {
+        find_all(t, f, |t, s| {
             if !starts_ci(t, s, "final answer") {
                 return None;
             }
@@ -324,15 +333,19 @@ pub(crate) fn candidates(t: &[char], level: u32) -> Vec<(u32, usize, usize, Late
             None
         })
     });
-    add(100, &|| find_all(t, |t, s| anchored(t, s, "answer", true)));
-    add(200, &|| find_all(t, |t, s| anchored(t, s, "answer", false)));
+    add(100, &|| {
+        find_all(t, a, |t, s| anchored(t, s, "answer", true))
+    });
+    add(200, &|| {
+        find_all(t, a, |t, s| anchored(t, s, "answer", false))
+    });
     add(300, &|| {
-        find_all(t, |t, s| {
+        find_all(t, env, |t, s| {
             chain_at(t, s, false).map(|(e, envs)| (e, LatexHit::Chain(envs)))
         })
     });
     add(50, &|| {
-        find_all(t, |t, s| {
+        find_all(t, env, |t, s| {
             chain_at(t, s, true).map(|(e, envs)| (e, LatexHit::Chain(envs)))
         })
     });

@@ -14,7 +14,7 @@ pub(super) enum Tok {
 }
 
 pub(super) fn lex(s: &str) -> Option<Vec<Tok>> {
-    let t: Vec<char> = s.chars().collect();
+    let t: Vec<char> = crate::mv::chars(s);
     let mut out = Vec::new();
     let mut i = 0;
     while i < t.len() {

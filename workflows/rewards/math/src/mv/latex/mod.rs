@@ -114,8 +114,9 @@ pub(crate) fn parse_latex(s: &str) -> Option<Val> {
 }
 
 /// Convert one environment's content: normalised ("all" boxes), parsed, percent applied.
-pub(crate) fn convert_env(env: &Env) -> (Option<Val>, String) {
-    let s = normalize(&env.content, false);
+pub(crate) fn convert_env(t: &[char], env: &Env) -> (Option<Val>, String) {
+    let content: String = t[env.span.0..env.span.1].iter().collect();
+    let s = normalize(&content, false);
     let v = parse_latex(&s).map(|v| {
         if env.pct {
             match v {

@@ -7,7 +7,7 @@ use crate::mv::scan::{at, digit, starts, ws};
 /// Box extraction: the contents of the boxes, right to left; `last`: only the last box and
 /// boxes close to it (math-verify's "last" mode); else every box.
 fn extract_boxes(s: &str, last: bool) -> String {
-    let t: Vec<char> = s.chars().collect();
+    let t: Vec<char> = crate::mv::chars(s);
     let mut collected: Vec<String> = Vec::new();
     let mut limit = t.len();
     let mut prev: Option<(usize, String)> = None;
@@ -223,6 +223,11 @@ const UNITS: &[&str] = &[
 /// matches the one starting leftmost wins, as a regex search finds it.
 fn strip_unit(s: &str) -> Option<String> {
     let body = s.trim_end_matches(|c: char| c.is_whitespace());
+    // Most answers end in a digit or a brace: no unit can end there.
+    let last = body.chars().next_back()?;
+    if last != 's' && !UNITS.iter().any(|u| u.ends_with(last)) {
+        return None;
+    }
     let mut best: Option<usize> = None;
     for u in UNITS {
         for suffix in ["", "s", "es"] {
@@ -289,7 +294,7 @@ pub(crate) fn normalize(s: &str, last: bool) -> String {
     s = regex_like_subs(&s);
     s = s.replace(['\n', '\t'], " ");
     if !s.contains("matrix") {
-        let t: Vec<char> = s.chars().collect();
+        let t: Vec<char> = crate::mv::chars(&s);
         let mut out = String::new();
         let mut i = 0;
         while i < t.len() {
@@ -322,7 +327,7 @@ pub(crate) fn normalize(s: &str, last: bool) -> String {
 }
 
 fn remove_left_right(s: &str) -> String {
-    let t: Vec<char> = s.chars().collect();
+    let t: Vec<char> = crate::mv::chars(s);
     let mut out = String::new();
     let mut i = 0;
     while i < t.len() {
@@ -344,7 +349,7 @@ fn remove_left_right(s: &str) -> String {
 }
 
 fn regex_like_subs(s: &str) -> String {
-    let t: Vec<char> = s.chars().collect();
+    let t: Vec<char> = crate::mv::chars(s);
     let mut out = String::new();
     let mut i = 0;
     while i < t.len() {
@@ -454,7 +459,7 @@ fn regex_like_subs(s: &str) -> String {
 }
 
 fn strip_trailing_text(s: &str) -> String {
-    let t: Vec<char> = s.chars().collect();
+    let t: Vec<char> = crate::mv::chars(s);
     for i in 0..t.len() {
         for cmd in ["\\text{", "\\mbox{"] {
             if !starts(&t, i, cmd) {
@@ -489,7 +494,7 @@ fn strip_trailing_text(s: &str) -> String {
 }
 
 fn malformed(s: &str) -> String {
-    let t: Vec<char> = s.chars().collect();
+    let t: Vec<char> = crate::mv::chars(s);
     // a whole `int/int` becomes a fraction
     if let Some((a, b)) = s.trim().split_once('/')
         && !a.is_empty()
