@@ -362,10 +362,12 @@ async fn abandoned_requests_stop_decoding() {
     for t in &tasks {
         t.abort();
     }
+    // Decoding all 8 to their 4,000 tokens would take minutes; 30 s leaves room for a loaded
+    // machine (a 10 s bound once failed with other work on both cores).
     let dropped = std::time::Instant::now();
     while engine.sequences() > 0 {
         assert!(
-            dropped.elapsed() < std::time::Duration::from_secs(10),
+            dropped.elapsed() < std::time::Duration::from_secs(30),
             "{} sequences still decoding for nobody",
             engine.sequences()
         );
