@@ -106,7 +106,40 @@ fn main() {
         "/// The Python reward component (`workflows/rewards/python`, componentize-py).\npub const PYTHON_REWARD: &str = {:?};\n",
         python.display().to_string()
     ));
+    let math_verify = build_math_verify_reward(&root, &target_dir);
+    consts.push_str(&format!(
+        "/// AReaL's reward with the real math-verify (`workflows/rewards/math-verify`, componentize-py).\npub const MATH_VERIFY_REWARD: &str = {:?};\n",
+        math_verify.display().to_string()
+    ));
     std::fs::write(out.join("components.rs"), consts).expect("writing components.rs");
+}
+
+/// Build `workflows/rewards/math-verify` with `scripts/build-math-verify-reward.sh` (pinned
+/// wheels into a cache, then componentize-py), unless the output is newer than its sources.
+fn build_math_verify_reward(root: &Path, target_dir: &Path) -> PathBuf {
+    let src = root.join("workflows/rewards/math-verify");
+    let script = root.join("scripts/build-math-verify-reward.sh");
+    println!("cargo:rerun-if-changed={}", src.display());
+    println!("cargo:rerun-if-changed={}", script.display());
+    let wasm = target_dir.join("python").join("math_verify_reward.wasm");
+    let newest_source = std::fs::read_dir(&src)
+        .expect("reading workflows/rewards/math-verify")
+        .chain(std::fs::read_dir(root.join("wit")).expect("reading wit/"))
+        .filter_map(|e| e.ok()?.metadata().ok()?.modified().ok())
+        .chain(std::fs::metadata(&script).and_then(|m| m.modified()).ok())
+        .max();
+    let built = std::fs::metadata(&wasm).and_then(|m| m.modified()).ok();
+    if let (Some(b), Some(s)) = (built, newest_source)
+        && b > s
+    {
+        return wasm;
+    }
+    let status = Command::new("bash").arg(&script).arg(&wasm).status();
+    match status {
+        Ok(s) if s.success() => wasm,
+        Ok(s) => panic!("{} failed ({s})", script.display()),
+        Err(e) => panic!("running {}: {e}", script.display()),
+    }
 }
 
 /// componentize-py version the Python reward is built with (`pip install componentize-py==…`).

@@ -338,3 +338,85 @@ async fn workflows_call_a_sandboxed_calculator_tool() {
         "{err}"
     );
 }
+
+/// The real math-verify (AReaL's `gsm8k_reward_fn` in a componentize-py component) agrees with
+/// AReaL's own scores on a sample of the recorded corpus (every 40th pair: all classes), each
+/// call in a fresh sandbox with the default reward limits.
+#[tokio::test]
+async fn the_math_verify_component_scores_as_areal_does() {
+    let rt = runtime();
+    let mv = rt
+        .load_reward(Path::new(c::MATH_VERIFY_REWARD))
+        .expect("the math-verify reward loads");
+    let corpus = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/rewards/math_corpus.jsonl"
+    ))
+    .expect("the corpus");
+    let mut n = 0;
+    for line in corpus.lines().step_by(40) {
+        let row: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+        let call = RewardCall {
+            completion: row["completion"].as_str().expect("completion").into(),
+            data: json!({"answer": row["answer"]}),
+            ..RewardCall::default()
+        };
+        let r = rt
+            .call_reward(&mv, call, Arc::new(Limits::untrusted_call()))
+            .await;
+        assert_eq!(
+            r.result,
+            Ok(row["areal"].as_f64().expect("areal")),
+            "{line}: {}",
+            r.stderr
+        );
+        n += 1;
+    }
+    assert!(n >= 140, "{n} pairs");
+    // A row without a reference is the component's error, naming the keys.
+    let r = rt
+        .call_reward(
+            &mv,
+            RewardCall {
+                completion: "\\boxed{1}".into(),
+                ..RewardCall::default()
+            },
+            Arc::new(Limits::untrusted_call()),
+        )
+        .await;
+    let err = r.result.expect_err("no reference").to_string();
+    assert!(err.contains("answer") && err.contains("solution"), "{err}");
+}
+
+/// sympy on a pathological input is stopped by the host's reward timeout (AReaL's worker would
+/// block on it; here the instance is interrupted and dropped).
+#[tokio::test]
+async fn a_pathological_sympy_input_is_stopped_by_the_timeout() {
+    let rt = runtime();
+    let mv = rt
+        .load_reward(Path::new(c::MATH_VERIFY_REWARD))
+        .expect("the math-verify reward loads");
+    let limits = Limits {
+        timeout: Duration::from_secs(2),
+        ..Limits::untrusted_call()
+    };
+    let start = Instant::now();
+    let r = rt
+        .call_reward(
+            &mv,
+            RewardCall {
+                completion: "\\boxed{9^{9^{9}}}".into(),
+                data: json!({"answer": "18"}),
+                ..RewardCall::default()
+            },
+            Arc::new(limits),
+        )
+        .await;
+    let fault = r.result.expect_err("times out");
+    assert_eq!(fault.kind(), "timeout", "{fault}");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+}

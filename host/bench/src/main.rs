@@ -72,6 +72,12 @@ enum Bench {
         /// The parity corpus, for the Rust reward's figures on its mix of answer forms.
         #[arg(long, default_value = "tests/fixtures/rewards/math_corpus.jsonl")]
         corpus: PathBuf,
+        /// The math-verify reward component (scripts/build-math-verify-reward.sh).
+        #[arg(
+            long,
+            default_value = "target/wasm-guests/python/math_verify_reward.wasm"
+        )]
+        math_verify: PathBuf,
     },
     /// concat-padded of 512 RLVR-shaped dicts (lengths 100..2000, 7 per-token keys), median of
     /// 20 runs, next to AReaL's `concat_padded_tensors` on the same shapes when torch is there.
@@ -265,7 +271,19 @@ async fn run(which: Bench) -> anyhow::Result<()> {
             python,
             baseline,
             corpus,
-        } => rewards::run(iterations, concurrency, &math, &python, &baseline, &corpus).await,
+            math_verify,
+        } => {
+            rewards::run(
+                iterations,
+                concurrency,
+                &math,
+                &python,
+                &baseline,
+                &corpus,
+                &math_verify,
+            )
+            .await
+        }
     }
 }
 

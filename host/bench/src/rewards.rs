@@ -20,6 +20,7 @@ pub async fn run(
     python: &Path,
     baseline: &Path,
     corpus: &Path,
+    math_verify: &Path,
 ) -> anyhow::Result<()> {
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), Services::new())?);
     println!(
@@ -50,7 +51,7 @@ pub async fn run(
         Err(e) => println!("corpus mix skipped: {e:#}"),
     }
     one(
-        runtime,
+        runtime.clone(),
         python,
         "python reward (componentize-py)",
         &gsm8k,
@@ -58,6 +59,23 @@ pub async fn run(
         concurrency,
     )
     .await?;
+    // The real math-verify: ~15 ms a call, so fewer calls.
+    if math_verify.is_file() {
+        one(
+            runtime,
+            math_verify,
+            "math-verify reward (componentize-py, AReaL's gsm8k_reward_fn)",
+            &gsm8k,
+            (iterations / 10).max(20),
+            concurrency.min(8),
+        )
+        .await?;
+    } else {
+        println!(
+            "math-verify reward skipped: {} not found (scripts/build-math-verify-reward.sh)",
+            math_verify.display()
+        );
+    }
     match std::process::Command::new("python3")
         .arg(baseline)
         .arg(iterations.to_string())
