@@ -176,14 +176,14 @@ async fn one(
             .result?;
     }
     let mut times = Vec::with_capacity(iterations);
+    let mut peak = 0;
     for i in 0..iterations {
         let call = calls[i % calls.len()].clone();
         let t = Instant::now();
-        runtime
-            .call_reward(&reward, call, limits.clone())
-            .await
-            .result?;
+        let r = runtime.call_reward(&reward, call, limits.clone()).await;
         times.push(t.elapsed());
+        peak = peak.max(r.peak_memory_bytes);
+        r.result?;
     }
     times.sort_unstable();
     let total = iterations.max(concurrency * 8);
@@ -215,8 +215,9 @@ async fn one(
     }
     let elapsed = start.elapsed();
     println!(
-        "{label}: load {:.0} ms; sequential n={iterations} p50={:.1} µs p99={:.1} µs; {concurrency} concurrent: {:.0} calls/s",
+        "{label}: load {:.0} ms; linear memory {:.1} MiB at most; sequential n={iterations} p50={:.1} µs p99={:.1} µs; {concurrency} concurrent: {:.0} calls/s",
         load.as_secs_f64() * 1e3,
+        peak as f64 / 1048576.0,
         percentile(&times, 0.5).as_secs_f64() * 1e6,
         percentile(&times, 0.99).as_secs_f64() * 1e6,
         total as f64 / elapsed.as_secs_f64()

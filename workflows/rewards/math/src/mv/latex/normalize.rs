@@ -229,11 +229,24 @@ fn strip_unit(s: &str) -> Option<String> {
         return None;
     }
     let mut best: Option<usize> = None;
+    let bytes = body.as_bytes();
     for u in UNITS {
+        let ub = u.as_bytes();
         for suffix in ["", "s", "es"] {
-            let Some(stem) = body.strip_suffix(suffix).and_then(|b| b.strip_suffix(u)) else {
+            // `body` ends with `u` + `suffix`: compared byte by byte (short words; a library
+            // comparison per candidate cost more than the scan).
+            let n = ub.len() + suffix.len();
+            if bytes.len() < n
+                || !bytes[bytes.len() - suffix.len()..]
+                    .iter()
+                    .eq(suffix.as_bytes())
+                || !bytes[bytes.len() - n..bytes.len() - suffix.len()]
+                    .iter()
+                    .eq(ub)
+            {
                 continue;
-            };
+            }
+            let stem = &body[..body.len() - n];
             // `\s*` before the word: back over spaces to the kept character.
             let kept = stem.trim_end_matches(|c: char| c.is_whitespace());
             let start = if kept.len() < stem.len() {
@@ -256,7 +269,20 @@ fn strip_unit(s: &str) -> Option<String> {
 /// operators), with box extraction first (`last`: the plain-boxed candidate's mode).
 pub(crate) fn normalize(s: &str, last: bool) -> String {
     let mut s = extract_boxes(s, last);
-    let commands = s.contains('\\') || s.contains('$');
+    // The characters that follow a backslash: a command pattern is looked for only when its
+    // first letter is among them (most answers hold a few commands, the list ~30).
+    let mut after_bs: Vec<char> = Vec::new();
+    let mut prev = ' ';
+    for c in s.chars() {
+        if prev == '\\' && !after_bs.contains(&c) {
+            after_bs.push(c);
+        }
+        prev = c;
+    }
+    let may_hold = |a: &str, s: &str, after_bs: &[char]| match a.strip_prefix('\\') {
+        Some(rest) => rest.chars().next().is_some_and(|c| after_bs.contains(&c)) && s.contains(a),
+        None => s.contains(a),
+    };
     // basic_latex
     for (a, b) in [
         ("\\mathrm{T}", "T"),
@@ -286,8 +312,14 @@ pub(crate) fn normalize(s: &str, last: bool) -> String {
         ("\\text{percent}", "\\%"),
         ("\\text{pct}", "\\%"),
     ] {
-        if (commands || !a.starts_with(['\\', '$'])) && s.contains(a) {
+        if may_hold(a, &s, &after_bs) {
             s = s.replace(a, b);
+            // A replacement may bring a command of its own (`\mathrm{` -> `\text{`).
+            if let Some(c) = b.strip_prefix('\\').and_then(|r| r.chars().next())
+                && !after_bs.contains(&c)
+            {
+                after_bs.push(c);
+            }
         }
     }
     s = remove_left_right(&s);
