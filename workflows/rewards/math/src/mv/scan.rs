@@ -4,23 +4,28 @@
 
 use super::value::Val;
 
+#[inline]
 pub(crate) fn ws(c: char) -> bool {
     c.is_whitespace()
 }
 
+#[inline]
 pub(crate) fn digit(c: char) -> bool {
     c.is_ascii_digit()
 }
 
+#[inline]
 pub(crate) fn at(t: &[char], i: usize) -> Option<char> {
     t.get(i).copied()
 }
 
+#[inline]
 pub(crate) fn starts(t: &[char], i: usize, s: &str) -> bool {
     (i..).zip(s.chars()).all(|(k, c)| at(t, k) == Some(c))
 }
 
 /// Case-insensitive `starts` for an ASCII lowercase pattern.
+#[inline]
 pub(crate) fn starts_ci(t: &[char], i: usize, s: &str) -> bool {
     let s = s.as_bytes();
     t.len() >= i + s.len()
