@@ -53,6 +53,23 @@ pub fn runtime() -> Runtime {
     runtime_with(Some(Arc::new(fixed_backend(Duration::ZERO))), false)
 }
 
+/// A safetensors file as Python's `safetensors` package loads it (`scripts/check_safetensors.py`:
+/// tensor names, dtypes, shapes and values, and the metadata), as JSON; panics with Python's
+/// error when it does not load.
+pub fn check_safetensors(path: &Path) -> serde_json::Value {
+    let py = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/check_safetensors.py"))
+        .arg(path)
+        .output()
+        .expect("python3 runs (scripts/test-env.sh installs safetensors and numpy)");
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    serde_json::from_slice(&py.stdout).expect("JSON from check_safetensors.py")
+}
+
 /// The default model file (`$ROLLBOX_MODEL_DIR`, default `~/.cache/rollbox/models`), which
 /// `scripts/fetch-model.sh` downloads; panics with that hint when it is missing.
 pub fn model_path() -> PathBuf {

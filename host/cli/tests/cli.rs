@@ -135,20 +135,7 @@ fn run_rlvr_with_tokenizer_replay_engine_and_math_reward() {
         tmp.path(),
     );
     assert!(ok, "{out}\n{err}");
-    let py = Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../scripts/check_safetensors.py"
-        ))
-        .arg(&batch)
-        .output()
-        .expect("python3 runs (.ci/run installs safetensors and numpy)");
-    assert!(
-        py.status.success(),
-        "{}",
-        String::from_utf8_lossy(&py.stderr)
-    );
-    let loaded: Value = serde_json::from_slice(&py.stdout).expect("JSON from check_safetensors.py");
+    let loaded: Value = rollbox_tests::check_safetensors(&batch);
     let t = &loaded["tensors"];
     let len = prompt.len() + output.len();
     let ids: Vec<u32> = prompt.iter().chain(&output).copied().collect();

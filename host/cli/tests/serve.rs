@@ -99,20 +99,7 @@ fn serve_answers_episodes_version_health_and_metrics() {
         assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
         let batch = tmp.path().join("served.safetensors");
         std::fs::write(&batch, &body).expect("write");
-        let py = Command::new("python3")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../scripts/check_safetensors.py"
-            ))
-            .arg(&batch)
-            .output()
-            .expect("python3");
-        assert!(
-            py.status.success(),
-            "{}",
-            String::from_utf8_lossy(&py.stderr)
-        );
-        let loaded: Value = serde_json::from_slice(&py.stdout).expect("JSON");
+        let loaded: Value = rollbox_tests::check_safetensors(&batch);
         assert_eq!(
             loaded["tensors"]["input_ids"]["shape"][0], 4,
             "2 rows x 2 samples"
