@@ -201,14 +201,14 @@ async fn rlvr_reports_bad_rows_and_configs() {
     let r = run(
         &rt,
         c::WORKFLOW_RLVR,
-        json!({"prompt": "no messages"}),
+        json!({"text": "no prompt column"}),
         json!({}),
     )
     .await;
     assert!(
-        matches!(&r.outcome, EpisodeOutcome::Failed(f) if f.to_string().contains("messages")),
+        matches!(&r.outcome, EpisodeOutcome::Failed(f) if f.to_string().contains("`question`") && f.to_string().contains("prompt_key")),
         "{:?}",
-        r.outcome.kind()
+        r.outcome
     );
     let r = run(
         &rt,
@@ -219,6 +219,54 @@ async fn rlvr_reports_bad_rows_and_configs() {
     .await;
     assert!(
         matches!(&r.outcome, EpisodeOutcome::Failed(f) if f.to_string().contains("unknown gconfig field `tempreature`"))
+    );
+}
+
+/// GSM8K's own rows (`question`, `answer` = the whole solution) through rlvr, with AReaL's
+/// instruction suffix and a system prompt; a label column named by `answer_key`.
+#[tokio::test]
+async fn rlvr_reads_gsm8k_rows_as_they_ship() {
+    let tok = tokenizer();
+    let suffix = "\nPlease put your final answer within \\boxed{}.";
+    let question = "Natalia sold 48 clips in April and half as many in May. How many in total?";
+    let messages = json!([
+        {"role": "system", "content": "You are a careful solver."},
+        {"role": "user", "content": format!("{question}{suffix}")}
+    ]);
+    let prompt = tok
+        .apply_chat_template(&messages, &chat_options())
+        .expect("prompt");
+    let answer = tok
+        .encode("48 + 24 = 72. \\boxed{72}<|im_end|>", false)
+        .expect("answer");
+    let rt = runtime(&tok, &[record(&prompt, &answer, "stop")]);
+    let config = json!({
+        "reward": "math",
+        "prompt_suffix": suffix,
+        "system_prompt": "You are a careful solver."
+    });
+    let gsm8k = json!({"question": question, "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips altogether.\n#### 72"});
+    let r = run(&rt, c::WORKFLOW_RLVR, gsm8k, config.clone()).await;
+    let t = accepted(&r);
+    assert_eq!(
+        i32s(t, "input_ids")[..prompt.len()],
+        prompt.iter().map(|&x| x as i32).collect::<Vec<_>>()[..],
+        "the prompt is the question with the suffix, after the system prompt"
+    );
+    assert_eq!(f32s(t, "rewards"), vec![1.0]);
+    // The reference under another column, named by answer_key.
+    let labelled = json!({"question": question, "label": "72"});
+    let mut cfg = config.clone();
+    cfg["answer_key"] = json!("label");
+    let r = run(&rt, c::WORKFLOW_RLVR, labelled.clone(), cfg).await;
+    assert_eq!(f32s(accepted(&r), "rewards"), vec![1.0]);
+    let mut cfg = config;
+    cfg["answer_key"] = json!("gold_label");
+    let r = run(&rt, c::WORKFLOW_RLVR, labelled, cfg).await;
+    assert!(
+        matches!(&r.outcome, EpisodeOutcome::Failed(f) if f.to_string().contains("gold_label")),
+        "{:?}",
+        r.outcome
     );
 }
 

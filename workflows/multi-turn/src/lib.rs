@@ -9,7 +9,8 @@
 //!
 //! Config: `{"reward": "math", "max_turns": 3, "turn_discount": 0.9, "gconfig": {...},
 //! "enable_thinking": false, "feedback": "..."}`; `max_turns > 0` and
-//! `0 < turn_discount <= 1` are checked.
+//! `0 < turn_discount <= 1` are checked; `prompt_key`, `prompt_suffix`, `system_prompt` and
+//! `answer_key` read rows as datasets ship them, as in `rlvr`.
 
 use rollbox_sdk::tokenizer::{self, ChatOptions};
 use rollbox_sdk::trajectory::TrajectoryBuilder;
@@ -78,7 +79,7 @@ impl Workflow for MultiTurn {
                     completion: tokenizer::decode(&resp.output_tokens, false)?,
                     prompt_ids: resp.input_tokens.clone(),
                     completion_ids: resp.output_tokens.clone(),
-                    data: episode.data_json.clone(),
+                    data: episode.reward_data()?,
                 },
             )?;
             reward = scored.value;

@@ -1,7 +1,9 @@
 //! `rlvr`: AReaL's `RLVRWorkflow` (reinforcement learning with verifiable rewards) as a
 //! rollbox component.
 //!
-//! For one row: the prompt is `data["messages"]` through the host chat template
+//! For one row: the prompt is the row's chat messages, or its text as one user message (see
+//! `rollbox_sdk::prompt_messages`: `messages`, `prompt`, `question`, `problem`), through the
+//! host chat template
 //! (`add_generation_prompt`, `enable_thinking` passed through); one sample is generated with
 //! the configured sampling settings plus the tokenizer's stop and pad ids; the reward component
 //! named in the config scores `(decoded prompt, decoded completion with stop tokens kept, prompt
@@ -10,7 +12,10 @@
 //! `is_truncated`. It never rejects; a reward error fails the episode.
 //!
 //! Config: `{"reward": "math", "gconfig": {"max_new_tokens": 512, "temperature": 1.0},
-//! "enable_thinking": false}` (`reward` defaults to `math`).
+//! "enable_thinking": false}` (`reward` defaults to `math`), and for rows as datasets ship
+//! them: `prompt_key` (the column holding the prompt), `prompt_suffix` (appended to a text
+//! prompt, e.g. AReaL's GSM8K `"\nPlease put your final answer within \\boxed{}."`),
+//! `system_prompt`, `answer_key` (the column the reward reads as `answer`).
 
 use rollbox_sdk::tokenizer;
 use rollbox_sdk::trajectory::single_turn;
@@ -36,7 +41,7 @@ impl Workflow for Rlvr {
             completion,
             prompt_ids: resp.input_tokens.clone(),
             completion_ids: resp.output_tokens.clone(),
-            data: episode.data_json,
+            data: episode.reward_data()?,
         };
         let scored = rewards::score(reward_name, &input)?;
         let RewardInput {
