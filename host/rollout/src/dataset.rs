@@ -45,12 +45,40 @@ impl std::str::FromStr for OnBadRow {
     }
 }
 
-/// Parse JSONL text. Blank lines are ignored; every other line must be a JSON object.
+/// Parse a dataset: JSONL (blank lines are ignored; every other line must be a JSON object),
+/// or a JSON array of objects as `datasets`' `to_json(lines=False)` writes it (a row's index,
+/// and a bad row's `line`, are then its element number).
 pub fn parse_rows(
     text: &str,
     on_bad: OnBadRow,
     source: &str,
 ) -> anyhow::Result<(Vec<Row>, Vec<BadRow>)> {
+    if text.trim_start().starts_with('[')
+        && let Ok(items) = serde_json::from_str::<Vec<&serde_json::value::RawValue>>(text)
+    {
+        let mut rows = Vec::new();
+        let mut bad = Vec::new();
+        for (i, item) in items.into_iter().enumerate() {
+            match serde_json::from_str::<serde_json::Value>(item.get()) {
+                Ok(v) if v.is_object() => rows.push(Row {
+                    index: i,
+                    data: JsonText::from(&v),
+                }),
+                _ => {
+                    let error = "not a JSON object".to_string();
+                    if on_bad == OnBadRow::Fatal {
+                        anyhow::bail!(
+                            "{source}: element {}: {error}; fix it or pass --on-bad-row skip",
+                            i + 1
+                        );
+                    }
+                    tracing::warn!("{source}: element {}: {error}; skipped", i + 1);
+                    bad.push(BadRow { line: i + 1, error });
+                }
+            }
+        }
+        return Ok((rows, bad));
+    }
     let mut rows = Vec::new();
     let mut bad = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -80,7 +108,7 @@ pub fn parse_rows(
     Ok((rows, bad))
 }
 
-/// Read a JSONL file.
+/// Read a JSONL file or a JSON array file.
 pub fn read_rows(path: &Path, on_bad: OnBadRow) -> anyhow::Result<(Vec<Row>, Vec<BadRow>)> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("reading the dataset {}: {e}", path.display()))?;
@@ -107,5 +135,20 @@ mod tests {
             err.to_string().starts_with("d.jsonl:3: invalid JSON"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn json_arrays_are_read_as_rows() {
+        let text = "[\n  {\"question\": \"1 + 1?\", \"answer\": \"2\"},\n  3,\n  {\"question\": \"2 + 2?\"}\n]\n";
+        let (rows, bad) = parse_rows(text, OnBadRow::Skip, "d.json").expect("array");
+        assert_eq!(rows.iter().map(|r| r.index).collect::<Vec<_>>(), vec![0, 2]);
+        assert_eq!(rows[1].data.as_str(), r#"{"question":"2 + 2?"}"#);
+        assert_eq!((bad.len(), bad[0].line), (1, 2));
+        let err = parse_rows(text, OnBadRow::Fatal, "d.json").expect_err("fatal");
+        assert!(err.to_string().contains("element 2"), "{err}");
+        // A JSONL file whose first line is an array is still JSONL.
+        let (rows, bad) =
+            parse_rows("[1]\n{\"q\": 1}\n", OnBadRow::Skip, "d.jsonl").expect("jsonl");
+        assert_eq!((rows.len(), bad.len()), (1, 1));
     }
 }
