@@ -71,7 +71,8 @@ impl SetupArgs {
 /// Flags of `rollbox rollout`.
 #[derive(Args, Debug)]
 pub struct RolloutArgs {
-    /// The dataset: JSONL, one JSON object per line (the workflow's `data`).
+    /// The dataset: JSONL (one JSON object per line) or a JSON array of objects; each object is
+    /// a row, the workflow's `data`.
     #[arg(default_value = "workflows/rlvr/data/arith.jsonl")]
     dataset: PathBuf,
     /// Output directory (batches, trajectories.jsonl, stats.json); re-running resumes.
