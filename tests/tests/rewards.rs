@@ -420,3 +420,43 @@ async fn a_pathological_sympy_input_is_stopped_by_the_timeout() {
         start.elapsed()
     );
 }
+
+/// Completions built to blow the Rust math reward's parser (a 50,000-term sum in a box, 20,000
+/// nested parentheses, 200,000 digits, 20,000 boxes, a 50,000-sign prefix) score 0 through the
+/// real boundary, under the default reward limits: no stack overflow, no timeout.
+#[tokio::test]
+async fn hostile_completions_score_zero_in_the_math_reward() {
+    let rt = runtime();
+    let math = rt
+        .load_reward(Path::new(c::REWARD_MATH))
+        .expect("math reward loads");
+    let completions = [
+        format!("\\boxed{{{}1}}", "1+".repeat(50_000)),
+        format!("\\boxed{{{}1{}}}", "(".repeat(20_000), ")".repeat(20_000)),
+        "9".repeat(200_000),
+        "\\boxed{1} ".repeat(20_000),
+        format!("\\boxed{{{}1}}", "-".repeat(50_000)),
+        format!("The answer is {}18", "(".repeat(5_000)),
+    ];
+    for completion in completions {
+        let head: String = completion.chars().take(40).collect();
+        let start = Instant::now();
+        let r = rt
+            .call_reward(
+                &math,
+                RewardCall {
+                    completion,
+                    data: json!({"answer": "#### 18"}),
+                    ..RewardCall::default()
+                },
+                Arc::new(Limits::untrusted_call()),
+            )
+            .await;
+        assert_eq!(r.result, Ok(0.0), "{head}...: {}", r.stderr);
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{head}: {:?}",
+            start.elapsed()
+        );
+    }
+}

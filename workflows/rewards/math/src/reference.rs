@@ -32,30 +32,32 @@ pub fn reference_text(row: &str) -> Option<String> {
         return None;
     }
     let f: Fields = serde_json::from_str(row).ok()?;
-    let mut v = serde_json::Map::new();
-    for (k, x) in [
-        ("answer", f.answer),
-        ("solution", f.solution),
-        ("reward_model", f.reward_model),
-        ("ground_truth", f.ground_truth),
-        ("final_answer", f.final_answer),
-        ("gold", f.gold),
-    ] {
-        if let Some(x) = x {
-            v.insert(k.into(), x);
-        }
+    let ground_truth = f.reward_model.as_ref().and_then(|m| m.get("ground_truth"));
+    // In REFERENCE_KEYS order.
+    [
+        f.answer.as_ref(),
+        f.solution.as_ref(),
+        ground_truth,
+        f.ground_truth.as_ref(),
+        f.final_answer.as_ref(),
+        f.gold.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(text_of)
+}
+
+fn text_of(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
     }
-    reference_of(&serde_json::Value::Object(v))
 }
 
 /// [`reference_text`] of a parsed row.
 pub fn reference_of(row: &serde_json::Value) -> Option<String> {
-    REFERENCE_KEYS.iter().find_map(|key| {
-        let v = key.split('.').try_fold(row, |v, part| v.get(part))?;
-        match v {
-            serde_json::Value::String(s) => Some(s.clone()),
-            serde_json::Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        }
-    })
+    REFERENCE_KEYS
+        .iter()
+        .find_map(|key| text_of(key.split('.').try_fold(row, |v, part| v.get(part))?))
 }

@@ -106,6 +106,23 @@ impl P<'_> {
 
 /// The value of a Python arithmetic expression, unevaluated as sympy keeps it.
 pub(crate) fn parse_expr(s: &str) -> Option<Val> {
+    // Bounded like the LaTeX parser: the expression is guest text, and the parser recurses per
+    // parenthesis and per unary sign and builds one node per operator.
+    if s.len() > super::latex::MAX_LATEX_TOKENS {
+        return None;
+    }
+    let (mut depth, mut signs) = (0usize, 0usize);
+    for c in s.chars().filter(|c| !c.is_whitespace()) {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        signs = if matches!(c, '-' | '+') { signs + 1 } else { 0 };
+        if depth > super::latex::MAX_NESTING || signs > super::latex::MAX_NESTING {
+            return None;
+        }
+    }
     let text: String = s.replace('\n', " ").replace('^', "**");
     let t: Vec<char> = crate::mv::chars(&text);
     let mut p = P { t: &t, i: 0 };

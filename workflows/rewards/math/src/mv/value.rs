@@ -304,7 +304,11 @@ impl Val {
             let n: i128 = if digits.is_empty() {
                 return None;
             } else {
-                digits.trim_start_matches('0').parse().unwrap_or(0)
+                // Too many digits for an i128: no value (never a wrong one).
+                match digits.trim_start_matches('0') {
+                    "" => 0,
+                    d => d.parse().ok()?,
+                }
             };
             let d = 10i128.checked_pow(u32::try_from(f.len()).ok()?)?;
             let q = Q::new(if neg { -n } else { n }, d)?;

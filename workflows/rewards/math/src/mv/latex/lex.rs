@@ -13,7 +13,34 @@ pub(super) enum Tok {
     Ch(char),
 }
 
+/// Tokens of one answer at most: a longer one does not parse (the parser recurses per nesting
+/// level and builds one node per operator; a completion is guest text of any size).
+pub(crate) const MAX_LATEX_TOKENS: usize = 1024;
+/// Bracket nesting at most.
+pub(crate) const MAX_NESTING: usize = 64;
+
 pub(super) fn lex(s: &str) -> Option<Vec<Tok>> {
+    if s.len() > 16 * MAX_LATEX_TOKENS {
+        return None;
+    }
+    let toks = lex_all(s)?;
+    let mut depth = 0usize;
+    for t in &toks {
+        match t {
+            Tok::Ch('(' | '[' | '{') => depth += 1,
+            Tok::Cmd(c) if c == "{" => depth += 1,
+            Tok::Ch(')' | ']' | '}') => depth = depth.saturating_sub(1),
+            Tok::Cmd(c) if c == "}" => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth > MAX_NESTING {
+            return None;
+        }
+    }
+    (toks.len() <= MAX_LATEX_TOKENS).then_some(toks)
+}
+
+fn lex_all(s: &str) -> Option<Vec<Tok>> {
     let t: Vec<char> = crate::mv::chars(s);
     let mut out = Vec::new();
     let mut i = 0;

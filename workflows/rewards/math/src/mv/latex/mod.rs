@@ -5,6 +5,8 @@
 mod env;
 mod grammar;
 mod lex;
+
+pub(crate) use lex::{MAX_LATEX_TOKENS, MAX_NESTING};
 mod normalize;
 
 pub(crate) use env::{Env, LatexHit, candidates};
