@@ -85,31 +85,32 @@ impl ComponentArgs {
             .any(|r| r.policy.limits.fuel.is_some())
     }
 
-    /// Register the rewards and tools with `runtime`; returns each one's `(name, sha256)`.
+    /// Register the rewards and tools with `runtime`; returns each one's `(name, sha256)` (from
+    /// the registration, which already read and hashed the file).
     pub fn register(&self, runtime: &Runtime) -> anyhow::Result<Vec<(String, String)>> {
         let mut shas = Vec::new();
-        for (r, kind) in self
-            .rewards
-            .iter()
-            .map(|r| (r, "reward"))
-            .chain(self.tools.iter().map(|t| (t, "tool")))
-        {
-            let registered = if kind == "reward" {
-                runtime.register_reward(&r.name, &r.path, r.policy.clone())
-            } else {
-                runtime.register_tool(&r.name, &r.path, r.policy.clone())
-            };
-            registered.with_context(|| {
-                format!(
-                    "registering {kind} `{}` ({}); build it with scripts/quickstart.sh or cargo test",
-                    r.name,
-                    r.path.display()
-                )
-            })?;
-            shas.push((r.name.clone(), runtime.inspect(&r.path)?.sha256));
+        for r in &self.rewards {
+            let info = runtime
+                .register_reward(&r.name, &r.path, r.policy.clone())
+                .with_context(|| registering("reward", r))?;
+            shas.push((r.name.clone(), info.sha256));
+        }
+        for t in &self.tools {
+            let info = runtime
+                .register_tool(&t.name, &t.path, t.policy.clone())
+                .with_context(|| registering("tool", t))?;
+            shas.push((t.name.clone(), info.sha256));
         }
         Ok(shas)
     }
+}
+
+fn registering(kind: &str, r: &Registration) -> String {
+    format!(
+        "registering {kind} `{}` ({}); build it with scripts/quickstart.sh or cargo test",
+        r.name,
+        r.path.display()
+    )
 }
 
 /// Where `cargo build` (scripts/quickstart.sh, the tests) puts the guest components.
