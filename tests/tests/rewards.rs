@@ -339,6 +339,40 @@ async fn workflows_call_a_sandboxed_calculator_tool() {
     );
 }
 
+/// The Rust math reward, as the component users load (its arena allocator, the guest build),
+/// gives AReaL's score on every pair of the recorded corpus, each call a fresh sandbox.
+#[tokio::test]
+async fn the_math_component_scores_the_whole_corpus_as_areal_does() {
+    let rt = runtime();
+    let math = rt
+        .load_reward(Path::new(c::REWARD_MATH))
+        .expect("math reward loads");
+    let corpus = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/rewards/math_corpus.jsonl"
+    ))
+    .expect("the corpus");
+    let mut misses = Vec::new();
+    let mut n = 0;
+    for line in corpus.lines() {
+        let row: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+        let call = RewardCall {
+            completion: row["completion"].as_str().expect("completion").into(),
+            data: json!({"answer": row["answer"]}),
+            ..RewardCall::default()
+        };
+        let r = rt
+            .call_reward(&math, call, Arc::new(Limits::untrusted_call()))
+            .await;
+        if r.result != Ok(row["areal"].as_f64().expect("areal")) {
+            misses.push(format!("{line}: {:?}", r.result));
+        }
+        n += 1;
+    }
+    assert!(n >= 5_000, "{n} pairs");
+    assert!(misses.is_empty(), "{} misses: {misses:#?}", misses.len());
+}
+
 /// The real math-verify (AReaL's `gsm8k_reward_fn` in a componentize-py component) agrees with
 /// AReaL's own scores on a sample of the recorded corpus (every 40th pair: all classes), each
 /// call in a fresh sandbox with the default reward limits.

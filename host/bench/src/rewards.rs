@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::bail;
 use rollbox_runtime::{Limits, Runtime, RuntimeConfig, Services};
 
-use crate::common::{percentile, require};
+use crate::common::{percentile, require, rss_bytes};
 
 /// Both rewards, then the baselines.
 pub async fn run(
@@ -186,7 +186,33 @@ async fn one(
         r.result?;
     }
     times.sort_unstable();
+    // The same sandbox with a row that has no reference: instantiate, read the row, return an
+    // error at once. What a call costs before any scoring.
+    let mut quick = Vec::with_capacity(iterations.min(500));
+    for _ in 0..iterations.min(500) {
+        let call = rollbox_runtime::RewardCall {
+            completion: "\\boxed{1}".into(),
+            ..rollbox_runtime::RewardCall::default()
+        };
+        let t = Instant::now();
+        let _ = runtime.call_reward(&reward, call, limits.clone()).await;
+        quick.push(t.elapsed());
+    }
+    quick.sort_unstable();
     let total = iterations.max(concurrency * 8);
+    // Host RSS while `concurrency` calls are in flight, sampled every millisecond.
+    let rss_before = rss_bytes().unwrap_or(0);
+    let rss_peak = Arc::new(std::sync::atomic::AtomicU64::new(rss_before));
+    let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let (peak, on) = (rss_peak.clone(), sampling.clone());
+        std::thread::spawn(move || {
+            while on.load(Ordering::Relaxed) {
+                peak.fetch_max(rss_bytes().unwrap_or(0), Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        })
+    };
     let start = Instant::now();
     let next = Arc::new(AtomicUsize::new(0));
     let mut workers = Vec::new();
@@ -214,13 +240,19 @@ async fn one(
         w.await??;
     }
     let elapsed = start.elapsed();
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.join();
+    let rss_per_call =
+        rss_peak.load(Ordering::Relaxed).saturating_sub(rss_before) as f64 / concurrency as f64;
     println!(
-        "{label}: load {:.0} ms; linear memory {:.1} MiB at most; sequential n={iterations} p50={:.1} µs p99={:.1} µs; {concurrency} concurrent: {:.0} calls/s",
+        "{label}: load {:.0} ms; linear memory {:.1} MiB at most; sequential n={iterations} p50={:.1} µs p99={:.1} µs (instantiate + return at once: p50={:.1} µs); {concurrency} concurrent: {:.0} calls/s, host RSS +{:.1} MiB per call in flight",
         load.as_secs_f64() * 1e3,
         peak as f64 / 1048576.0,
         percentile(&times, 0.5).as_secs_f64() * 1e6,
         percentile(&times, 0.99).as_secs_f64() * 1e6,
-        total as f64 / elapsed.as_secs_f64()
+        percentile(&quick, 0.5).as_secs_f64() * 1e6,
+        total as f64 / elapsed.as_secs_f64(),
+        rss_per_call / 1048576.0
     );
     Ok(())
 }

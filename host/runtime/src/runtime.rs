@@ -148,6 +148,11 @@ fn base_config(config: &RuntimeConfig) -> Config {
     // Fiber stacks are not zeroed between uses (wasmtime's default): guests cannot address the
     // native stack, and zeroing cost ~6 µs per instance here (`rollbox-bench sandbox`).
     c.async_stack_zeroing(false);
+    // `ROLLBOX_WASM_PERFMAP=1` writes /tmp/perf-<pid>.map so that `perf report` names guest
+    // functions (for profiling components; off by default).
+    if std::env::var_os("ROLLBOX_WASM_PERFMAP").is_some_and(|v| v == "1") {
+        c.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     c
 }
 

@@ -11,8 +11,15 @@
 //! `ground_truth`, `final_answer`, `gold` ([`REFERENCE_KEYS`]), passed whole: a GSM8K solution
 //! ending in `#### 72` is read the way math-verify reads it.
 
+#[cfg(target_arch = "wasm32")]
+mod arena;
 pub mod mv;
 mod reference;
+
+/// One instance scores one call, so freed memory is never reused: see [`arena`].
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: arena::Arena = arena::Arena::new();
 
 pub use reference::{REFERENCE_KEYS, reference_of, reference_text};
 

@@ -77,17 +77,59 @@ pub(crate) fn chars(s: &str) -> Vec<char> {
     v
 }
 
+/// Which of the anchor words the text holds, found once so that a pattern whose anchor is
+/// absent is not scanned for at all (the patterns match only where their anchor starts).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Anchors {
+    /// "final answer is", any ASCII case.
+    pub final_answer_is: bool,
+    /// "final answer", any ASCII case.
+    pub final_answer: bool,
+    /// "answer", any ASCII case.
+    pub answer: bool,
+    /// `\boxed{`.
+    pub boxed: bool,
+}
+
+impl Anchors {
+    fn of(text: &str) -> Anchors {
+        let lower = text.to_ascii_lowercase();
+        let answer = lower.contains("answer");
+        let final_answer = answer && lower.contains("final answer");
+        Anchors {
+            final_answer_is: final_answer && lower.contains("final answer is"),
+            final_answer,
+            answer,
+            boxed: text.contains("\\boxed{"),
+        }
+    }
+
+    /// Whether any pattern of priority `level` can match.
+    fn level(&self, level: u32) -> bool {
+        match level {
+            0 => self.final_answer_is,
+            50 => self.final_answer || self.boxed,
+            100 | 200 => self.answer,
+            _ => true,
+        }
+    }
+}
+
 /// math-verify's `parse` with AReaL's configuration.
 pub fn parse(text: &str) -> Parsed {
     let t: Vec<char> = crate::mv::chars(text);
+    let anchors = Anchors::of(text);
     let mut first_text: Option<String> = None;
     for level in [0, 50, 100, 200, 300] {
+        if !anchors.level(level) {
+            continue;
+        }
         // Plain-text patterns come before LaTeX ones at equal priority and position.
         let mut cands: Vec<(usize, usize, usize, Cand)> = Vec::new();
-        for (_, start, hit) in scan::candidates(&t, level) {
+        for (_, start, hit) in scan::candidates(&t, level, &anchors) {
             cands.push((start, hit.end(), cands.len(), Cand::Plain(hit)));
         }
-        for (_, start, end, hit) in latex::candidates(&t, level) {
+        for (_, start, end, hit) in latex::candidates(&t, text, level, &anchors) {
             cands.push((start, end, cands.len(), Cand::Latex(hit)));
         }
         cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));

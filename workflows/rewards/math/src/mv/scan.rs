@@ -519,10 +519,16 @@ fn find_all(
 }
 
 /// The plain-text candidates of priority `level`: `(priority, start, hit)`.
-pub(crate) fn candidates(t: &[char], level: u32) -> Vec<(u32, usize, Hit)> {
+pub(crate) fn candidates(
+    t: &[char],
+    level: u32,
+    anchors: &crate::mv::Anchors,
+) -> Vec<(u32, usize, Hit)> {
     let mut out = Vec::new();
     let mut add = |prio: u32, v: &dyn Fn() -> Vec<(usize, Hit)>| {
-        if prio == level {
+        // The "final answer" patterns need their anchor; the level gate covers the others.
+        let anchored = prio != 50 || anchors.final_answer;
+        if prio == level && anchored {
             out.extend(v().into_iter().map(|(s, h)| (prio, s, h)));
         }
     };

@@ -274,10 +274,17 @@ fn anchored(t: &[char], s: usize, word: &str, colon: bool) -> Option<(usize, Lat
 }
 
 /// The LaTeX candidates of priority `level`: `(priority, start, end, hit)`.
-pub(crate) fn candidates(t: &[char], level: u32) -> Vec<(u32, usize, usize, LatexHit)> {
+/// `text` is the string `t` holds; `anchors` says which anchor words it contains (a pattern
+/// whose anchor is absent cannot match and is skipped).
+pub(crate) fn candidates(
+    t: &[char],
+    text: &str,
+    level: u32,
+    anchors: &crate::mv::Anchors,
+) -> Vec<(u32, usize, usize, LatexHit)> {
     let mut out = Vec::new();
-    let mut add = |prio: u32, v: &dyn Fn() -> Vec<(usize, usize, LatexHit)>| {
-        if prio == level {
+    let mut add = |prio: u32, needs: bool, v: &dyn Fn() -> Vec<(usize, usize, LatexHit)>| {
+        if prio == level && needs {
             out.extend(v().into_iter().map(|(s, e, h)| (prio, s, e, h)));
         }
     };
@@ -285,7 +292,7 @@ pub(crate) fn candidates(t: &[char], level: u32) -> Vec<(u32, usize, usize, Late
     let a = |c: char| c == 'a' || c == 'A';
     let env = |c: char| c == '$' || c == '\\' || c == '-' || ws(c);
     // final answer is .. I hope
-    add(0, &|| {
+    add(0, anchors.final_answer_is, &|| {
         find_all(t, f, |t, s| {
             if !starts_ci(t, s, "final answer is") {
                 return None;
@@ -307,7 +314,7 @@ pub(crate) fn candidates(t: &[char], level: u32) -> Vec<(u32, usize, usize, Late
         })
     });
     // final answer.{0,100}?\s+is:?\s* CHAIN
-    add(50, &|| {
+    add(50, anchors.final_answer, &|| {
         find_all(t, f, |t, s| {
             if !starts_ci(t, s, "final answer") {
                 return None;
@@ -333,28 +340,24 @@ pub(crate) fn candidates(t: &[char], level: u32) -> Vec<(u32, usize, usize, Late
             None
         })
     });
-    add(100, &|| {
+    add(100, anchors.answer, &|| {
         find_all(t, a, |t, s| anchored(t, s, "answer", true))
     });
-    add(200, &|| {
+    add(200, anchors.answer, &|| {
         find_all(t, a, |t, s| anchored(t, s, "answer", false))
     });
-    add(300, &|| {
+    add(300, true, &|| {
         find_all(t, env, |t, s| {
             chain_at(t, s, false).map(|(e, envs)| (e, LatexHit::Chain(envs)))
         })
     });
-    add(50, &|| {
+    add(50, anchors.boxed, &|| {
         find_all(t, env, |t, s| {
             chain_at(t, s, true).map(|(e, envs)| (e, LatexHit::Chain(envs)))
         })
     });
     // \boxed{.+} (DOTALL, greedy): the first `\boxed{` to the last `}`.
-    let s: String = if level == 50 {
-        t.iter().collect()
-    } else {
-        String::new()
-    };
+    let s = if level == 50 { text } else { "" };
     if let Some(b) = s.find("\\boxed{")
         && let Some(last) = s.rfind('}')
         && last > b + 7

@@ -7,6 +7,9 @@ use crate::mv::scan::{at, digit, starts, ws};
 /// Box extraction: the contents of the boxes, right to left; `last`: only the last box and
 /// boxes close to it (math-verify's "last" mode); else every box.
 fn extract_boxes(s: &str, last: bool) -> String {
+    if !s.contains("\\boxed") && !s.contains("\\fbox") {
+        return s.to_string();
+    }
     let t: Vec<char> = crate::mv::chars(s);
     let mut collected: Vec<String> = Vec::new();
     let mut limit = t.len();
@@ -322,10 +325,16 @@ pub(crate) fn normalize(s: &str, last: bool) -> String {
             }
         }
     }
-    s = remove_left_right(&s);
+    // Each pass below is skipped when the text cannot hold what it rewrites (most answers
+    // are short and plain).
+    if s.contains("left") || s.contains("right") {
+        s = remove_left_right(&s);
+    }
     s = regex_like_subs(&s);
-    s = s.replace(['\n', '\t'], " ");
-    if !s.contains("matrix") {
+    if s.contains(['\n', '\t']) {
+        s = s.replace(['\n', '\t'], " ");
+    }
+    if !s.contains("matrix") && s.contains("\\\\") {
         let t: Vec<char> = crate::mv::chars(&s);
         let mut out = String::new();
         let mut i = 0;
@@ -341,7 +350,9 @@ pub(crate) fn normalize(s: &str, last: bool) -> String {
         s = out;
     }
     // units: a trailing \text{..} or \mbox{..}, then unit words (twice)
-    s = strip_trailing_text(&s);
+    if s.contains("\\text{") || s.contains("\\mbox{") {
+        s = strip_trailing_text(&s);
+    }
     for _ in 0..2 {
         if let Some(x) = strip_unit(&s) {
             s = x;
@@ -526,7 +537,6 @@ fn strip_trailing_text(s: &str) -> String {
 }
 
 fn malformed(s: &str) -> String {
-    let t: Vec<char> = crate::mv::chars(s);
     // a whole `int/int` becomes a fraction
     if let Some((a, b)) = s.trim().split_once('/')
         && !a.is_empty()
@@ -538,6 +548,11 @@ fn malformed(s: &str) -> String {
     {
         return format!("\\frac{{{a}}}{{{b}}}");
     }
+    // Every rewrite below starts at `^(`, `sqrt(`, `\sqrt` or `\frac`.
+    if !s.contains("^(") && !s.contains("sqrt") && !s.contains("\\frac") {
+        return s.to_string();
+    }
+    let t: Vec<char> = crate::mv::chars(s);
     let mut out = String::new();
     let mut i = 0;
     while i < t.len() {
