@@ -101,7 +101,17 @@ fn main() {
             wasm.display().to_string()
         ));
     }
-    let python = build_python_reward(&root, &target_dir);
+    let python = componentize_py(
+        &root,
+        &target_dir,
+        Python {
+            world: "reward",
+            module: "app",
+            dirs: &["workflows/rewards/python"],
+            stub_wasi: true,
+            out: "python_reward.wasm",
+        },
+    );
     consts.push_str(&format!(
         "/// The Python reward component (`workflows/rewards/python`, componentize-py).\npub const PYTHON_REWARD: &str = {:?};\n",
         python.display().to_string()
@@ -111,6 +121,29 @@ fn main() {
         "/// AReaL's reward with the real math-verify (`workflows/rewards/math-verify`, componentize-py).\npub const MATH_VERIFY_REWARD: &str = {:?};\n",
         math_verify.display().to_string()
     ));
+    // Python workflows: the SDK (guest-sdk/python) plus the workflow's folder; real WASI (the
+    // host's deny-by-default context), not stubs.
+    for (module, dir, constant) in [
+        ("rlvr", "workflows/python", "PYTHON_RLVR"),
+        ("multi_turn", "workflows/python", "PYTHON_MULTI_TURN"),
+        ("probe", "tests/python-workflows", "PYTHON_PROBE"),
+    ] {
+        let wasm = componentize_py(
+            &root,
+            &target_dir,
+            Python {
+                world: "workflow",
+                module,
+                dirs: &["guest-sdk/python", dir],
+                stub_wasi: false,
+                out: &format!("{module}_py.wasm"),
+            },
+        );
+        consts.push_str(&format!(
+            "/// The Python workflow `{dir}/{module}.py` (componentize-py).\npub const {constant}: &str = {:?};\n",
+            wasm.display().to_string()
+        ));
+    }
     std::fs::write(out.join("components.rs"), consts).expect("writing components.rs");
 }
 
@@ -145,48 +178,72 @@ fn build_math_verify_reward(root: &Path, target_dir: &Path) -> PathBuf {
 /// componentize-py version the Python reward is built with (`pip install componentize-py==…`).
 const COMPONENTIZE_PY: &str = "0.25.1";
 
-/// Build `workflows/rewards/python` with componentize-py (`--stub-wasi`), unless the output is
-/// newer than its sources.
-fn build_python_reward(root: &Path, target_dir: &Path) -> PathBuf {
-    let src = root.join("workflows/rewards/python");
-    println!("cargo:rerun-if-changed={}", src.display());
+/// One componentize-py build: `module` found on `dirs` (relative to the root), for `world`.
+struct Python<'a> {
+    world: &'a str,
+    module: &'a str,
+    dirs: &'a [&'a str],
+    /// Replace every WASI import with a trapping stub (rewards: they import only `log`).
+    stub_wasi: bool,
+    out: &'a str,
+}
+
+/// Build a Python component with componentize-py, unless the output is newer than its sources
+/// (the module folders and `wit/`).
+fn componentize_py(root: &Path, target_dir: &Path, p: Python) -> PathBuf {
     let out_dir = target_dir.join("python");
     std::fs::create_dir_all(&out_dir).expect("creating the python output directory");
-    let wasm = out_dir.join("python_reward.wasm");
-    let newest_source = std::fs::read_dir(&src)
-        .expect("reading workflows/rewards/python")
-        .chain(std::fs::read_dir(root.join("wit")).expect("reading wit/"))
-        .filter_map(|e| e.ok()?.metadata().ok()?.modified().ok())
-        .max();
+    let wasm = out_dir.join(p.out);
+    let mut sources = vec![root.join("wit")];
+    for dir in p.dirs {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+        sources.push(root.join(dir));
+    }
+    let newest_source = sources.iter().filter_map(|d| newest(d)).max();
     let built = std::fs::metadata(&wasm).and_then(|m| m.modified()).ok();
     if let (Some(b), Some(s)) = (built, newest_source)
         && b > s
     {
         return wasm;
     }
-    let status = Command::new("componentize-py")
-        .current_dir(root)
-        .args([
-            "-d",
-            "wit",
-            "-w",
-            "reward",
-            "componentize",
-            "--stub-wasi",
-            "-p",
-        ])
-        .arg(&src)
-        .arg("app")
-        .arg("-o")
-        .arg(&wasm)
-        .status();
+    let mut cmd = Command::new("componentize-py");
+    cmd.current_dir(root)
+        .args(["-d", "wit", "-w", p.world, "componentize"]);
+    if p.stub_wasi {
+        cmd.arg("--stub-wasi");
+    }
+    for dir in p.dirs {
+        cmd.arg("-p").arg(root.join(dir));
+    }
+    let status = cmd.arg(p.module).arg("-o").arg(&wasm).status();
     match status {
         Ok(s) if s.success() => wasm,
-        Ok(s) => panic!("componentize-py failed ({s}) building {}", src.display()),
+        Ok(s) => panic!(
+            "componentize-py failed ({s}) building {} from {:?}",
+            p.module, p.dirs
+        ),
         Err(e) => panic!(
-            "componentize-py is needed to build the Python reward ({e}); install it with `pip install componentize-py=={COMPONENTIZE_PY}`"
+            "componentize-py is needed to build the Python components ({e}); install it with `pip install componentize-py=={COMPONENTIZE_PY}`"
         ),
     }
+}
+
+/// The newest modification time of the files under `dir` (`__pycache__` skipped).
+fn newest(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut best = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let t = if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "__pycache__") {
+                continue;
+            }
+            newest(&path)
+        } else {
+            entry.metadata().ok()?.modified().ok()
+        };
+        best = best.max(t);
+    }
+    best
 }
 
 fn build(root: &Path, target_dir: &Path, packages: &[String]) {

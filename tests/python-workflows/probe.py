@@ -1,0 +1,77 @@
+"""A Python workflow for the SDK's tests: `config["mode"]` picks what it does.
+
+* `gather`: three `agenerate` calls under `asyncio.gather` (one `generate-many` on the host),
+  merged into one padded batch with `rollbox.merge`.
+* `raise`: an exception two frames deep (its traceback must reach the fault message).
+* `reject`: returns None.
+* `bad_dtype`: a float in an int32 tensor.
+* `list_tensor`: a plain list where a tensor belongs.
+* `open_file`: reads /etc/hostname (no files in the sandbox).
+* `sync`: a plain `def arun_episode` using `engine.generate`.
+* `sleep`: `asyncio.sleep(5)` between two generations (virtual time: returns at once).
+* `never`: awaits a future nothing completes.
+* `reward`: scores through `rollbox.score` in AReaL's argument order.
+"""
+
+import asyncio
+
+import rollbox
+from rollbox import GenerationHyperparameters, ModelRequest, RolloutWorkflow
+
+
+def _request(ids, n=4):
+    return ModelRequest(input_ids=list(ids), gconfig=GenerationHyperparameters(max_new_tokens=n))
+
+
+def _deep_failure(x):
+    return {"a": 1}[x]
+
+
+class Probe(RolloutWorkflow):
+    def __init__(self, mode="gather", **_):
+        self.mode = mode
+
+    async def arun_episode(self, engine, data):
+        mode = self.mode
+        prompt = rollbox.tokenizer.encode("Hello there", add_special_tokens=False)
+        if mode == "gather":
+            reqs = [_request(prompt + [i + 1]) for i in range(3)]
+            resps = await asyncio.gather(*(engine.agenerate(r) for r in reqs))
+            outs = [rollbox.single_turn(r, float(i)) for i, r in enumerate(resps)]
+            rollbox.episode.metadata["rids"] = len(resps)
+            return rollbox.merge(outs, 1.0)
+        if mode == "raise":
+            return _deep_failure("missing key")
+        if mode == "reject":
+            return None
+        if mode == "bad_dtype":
+            return {"loss_mask": rollbox.tensor([0, 1, 0.5], dtype=rollbox.int32)}
+        if mode == "list_tensor":
+            return {"input_ids": [1, 2, 3]}
+        if mode == "open_file":
+            with open("/etc/hostname") as f:
+                return {"x": rollbox.tensor([len(f.read())], dtype=rollbox.int32)}
+        if mode == "sleep":
+            a = await engine.agenerate(_request(prompt))
+            await asyncio.sleep(5)
+            b = await engine.agenerate(_request(prompt + a.output_tokens))
+            return rollbox.single_turn(b, 0.0)
+        if mode == "never":
+            await asyncio.get_running_loop().create_future()
+        if mode == "reward":
+            value = rollbox.score("math", "q", "\\boxed{72}", prompt, [1, 2], **data)
+            return {"rewards": rollbox.tensor([value], dtype=rollbox.float32)}
+        raise ValueError(f"unknown mode {mode!r}")
+
+
+class SyncProbe(RolloutWorkflow):
+    def arun_episode(self, engine, data):
+        prompt = rollbox.tokenizer.encode("Hello there", add_special_tokens=False)
+        return rollbox.single_turn(engine.generate(_request(prompt)), 0.5)
+
+
+def make(config):
+    return SyncProbe() if config.get("mode") == "sync" else Probe(**config)
+
+
+WitWorld = rollbox.export(make)
