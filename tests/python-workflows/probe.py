@@ -10,10 +10,14 @@
 * `sync`: a plain `def arun_episode` using `engine.generate`.
 * `sleep`: `asyncio.sleep(5)` between two generations (virtual time: returns at once).
 * `never`: awaits a future nothing completes.
+* `entropy`: `random`, `uuid4` and the clock into the metadata.
 * `reward`: scores through `rollbox.score` in AReaL's argument order.
 """
 
 import asyncio
+import random
+import time
+import uuid
 
 import rollbox
 from rollbox import GenerationHyperparameters, ModelRequest, RolloutWorkflow
@@ -58,6 +62,13 @@ class Probe(RolloutWorkflow):
             return rollbox.single_turn(b, 0.0)
         if mode == "never":
             await asyncio.get_running_loop().create_future()
+        if mode == "entropy":
+            rollbox.episode.metadata.update(
+                random=random.random(), uuid=uuid.uuid4().hex, clock=time.time() > 1.6e9
+            )
+            return None if data.get("reject") else rollbox.single_turn(
+                await engine.agenerate(_request(prompt)), 0.0
+            )
         if mode == "reward":
             value = rollbox.score("math", "q", "\\boxed{72}", prompt, [1, 2], **data)
             return {"rewards": rollbox.tensor([value], dtype=rollbox.float32)}

@@ -357,3 +357,34 @@ async fn python_errors_are_reported_with_python_names() {
     let r = run(&rt, c::PYTHON_PROBE, json!({}), json!({"mode": "nope"})).await;
     assert!(fault(&r).contains("unknown mode 'nope'"), "{}", fault(&r));
 }
+
+/// `random` and `uuid.uuid4()` follow the episode's seed (the same seed, the same numbers; a
+/// different seed, different ones), although the interpreter was snapshotted at build time;
+/// the clock is the host's.
+#[tokio::test]
+async fn python_randomness_follows_the_episode_seed() {
+    let (rt, _) = probe_runtime(fixed_backend(Duration::ZERO));
+    let w = rt
+        .load_workflow(Path::new(c::PYTHON_PROBE))
+        .expect("workflow loads");
+    let mut seen = Vec::new();
+    for seed in [1u64, 2, 1] {
+        let r = rt
+            .run_episode(
+                &w,
+                EpisodeRequest {
+                    config: json!({"mode": "entropy"}).into(),
+                    seed,
+                    ..EpisodeRequest::new("r0-s0", json!({}))
+                },
+                Arc::new(Limits::default()),
+            )
+            .await;
+        let meta = accepted(&r).metadata();
+        assert_eq!(meta["clock"], true, "{meta}");
+        seen.push((meta["random"].clone(), meta["uuid"].clone()));
+    }
+    assert_eq!(seen[0], seen[2], "the same seed gives the same numbers");
+    assert_ne!(seen[0].0, seen[1].0, "random follows the seed");
+    assert_ne!(seen[0].1, seen[1].1, "uuid4 follows the seed");
+}

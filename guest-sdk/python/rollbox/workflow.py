@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import random
 import traceback
 
 from componentize_py_types import Err
@@ -163,6 +164,9 @@ def run(make, input) -> _episode.EpisodeOutput | None:
     config = _parse("config", input.config)
     episode.id, episode.sample_index, episode.seed = input.episode_id, input.sample_index, input.seed
     episode.config, episode.data, episode.metadata = config, data, {}
+    # The interpreter was snapshotted with `random` already seeded: without this, every
+    # episode would draw the same numbers.
+    random.seed(input.seed)
     try:
         workflow = make(config)
         result = workflow.arun_episode(engine, data)

@@ -87,6 +87,7 @@ impl Runtime {
         let (info, component) = self.compile(path)?;
         check_world(&info, WorldKind::Workflow)?;
         let pre = self
+            .pool_for(info.size_bytes)
             .workflow_linker
             .instantiate_pre(&component)
             .map_err(|e| link_error(&info, e))?;
@@ -99,6 +100,7 @@ impl Runtime {
         let (info, component) = self.compile(path)?;
         check_world(&info, WorldKind::Reward)?;
         let pre = self
+            .pool_for(info.size_bytes)
             .reward_linker
             .instantiate_pre(&component)
             .map_err(|e| link_error(&info, e))?;
@@ -111,6 +113,7 @@ impl Runtime {
         let (info, component) = self.compile(path)?;
         check_world(&info, WorldKind::Tool)?;
         let pre = self
+            .pool_for(info.size_bytes)
             .tool_linker
             .instantiate_pre(&component)
             .map_err(|e| link_error(&info, e))?;
@@ -160,7 +163,6 @@ impl Runtime {
         Ok(crate::Registered {
             component: load()?,
             policy,
-            engine: self.engine.clone(),
             fuel_metering: self.config.fuel,
         })
     }
@@ -169,19 +171,14 @@ impl Runtime {
         let bytes = read_component_file(path)?;
         check_header(path, &bytes)?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
+        let engine = &self.pool_for(bytes.len() as u64).engine;
         let component = self
             .cache
-            .load(&self.engine, &sha256, &bytes)
+            .load(engine, &sha256, &bytes)
             .with_context(|| format!("{} is not a valid WebAssembly component", path.display()))?;
         let ty = component.component_type();
-        let imports: Vec<String> = ty
-            .imports(&self.engine)
-            .map(|(n, _)| n.to_string())
-            .collect();
-        let exports: Vec<String> = ty
-            .exports(&self.engine)
-            .map(|(n, _)| n.to_string())
-            .collect();
+        let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+        let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
         let world = [WorldKind::Workflow, WorldKind::Reward, WorldKind::Tool]
             .into_iter()
             .find(|w| exports.iter().any(|e| e == w.export_name()));

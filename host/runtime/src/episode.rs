@@ -240,7 +240,7 @@ impl Runtime {
         let _slot = self.episode_slots.take().await;
         let start = Instant::now();
         let mut store = new_store(
-            &self.engine,
+            workflow.pre.engine(),
             self.config.fuel,
             self.services.clone(),
             request.id.clone(),

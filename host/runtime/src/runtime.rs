@@ -66,12 +66,50 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     Some(base.join("components"))
 }
 
-/// The wasmtime engine, linkers and component cache shared by every load and every episode.
-pub struct Runtime {
+/// One wasmtime engine (with its instance pool) and its linkers, one per world.
+pub(crate) struct Pool {
     pub(crate) engine: Engine,
     pub(crate) workflow_linker: Linker<StoreState>,
     pub(crate) reward_linker: Linker<StoreState>,
     pub(crate) tool_linker: Linker<StoreState>,
+}
+
+impl Pool {
+    fn new(engine: Engine) -> anyhow::Result<Pool> {
+        start_epoch_ticker(&engine);
+        Ok(Pool {
+            workflow_linker: workflow_linker(&engine)?,
+            reward_linker: untrusted_linker(&engine, |l| {
+                bindings::reward::Reward::add_to_linker::<_, HasSelf<_>>(l, |s| s)
+            })?,
+            tool_linker: untrusted_linker(&engine, |l| {
+                bindings::tool::Tool::add_to_linker::<_, HasSelf<_>>(l, |s| s)
+            })?,
+            engine,
+        })
+    }
+}
+
+/// Component files from this size up to [`SNAPSHOT_MAX_BYTES`] run in the snapshot pool: they
+/// carry an interpreter's pre-initialised heap (componentize-py: 12-20 MiB), whose pages a call
+/// touches all over.
+pub const SNAPSHOT_MIN_BYTES: u64 = 4 << 20;
+
+/// Components past this size stay in the default pool: copying their whole image back after
+/// every call costs more than the copy-on-write faults of the part a call touches (math-verify,
+/// a 45 MiB heap: p50 10 ms there, 15.6 ms with the copy).
+pub const SNAPSHOT_MAX_BYTES: u64 = 40 << 20;
+
+/// Bytes of each snapshot-pool memory kept resident and restored by copying the image back.
+pub const SNAPSHOT_KEEP_RESIDENT_BYTES: usize = 40 << 20;
+
+/// The wasmtime engines, linkers and component cache shared by every load and every episode.
+pub struct Runtime {
+    /// The default pool (pages reset by PAGEMAP_SCAN) and its engine.
+    pub(crate) engine: Engine,
+    pub(crate) default_pool: Pool,
+    /// The pool for large interpreter snapshots (see [`SNAPSHOT_MIN_BYTES`]), when pooling.
+    pub(crate) snapshot_pool: Option<Pool>,
     pub(crate) cache: ComponentCache,
     pub(crate) services: Arc<Services>,
     pub(crate) config: RuntimeConfig,
@@ -86,15 +124,16 @@ pub struct Runtime {
 impl Runtime {
     /// Build the engine (pooling when available), start the epoch ticker, link the worlds.
     pub fn new(config: RuntimeConfig, services: Services) -> anyhow::Result<Self> {
-        let (engine, pooled) = build_engine(&config)?;
-        start_epoch_ticker(&engine);
-        let workflow_linker = workflow_linker(&engine)?;
-        let reward_linker = untrusted_linker(&engine, |l| {
-            bindings::reward::Reward::add_to_linker::<_, HasSelf<_>>(l, |s| s)
-        })?;
-        let tool_linker = untrusted_linker(&engine, |l| {
-            bindings::tool::Tool::add_to_linker::<_, HasSelf<_>>(l, |s| s)
-        })?;
+        let (engine, pooled) = build_engine(&config, PoolKind::Default)?;
+        let default_pool = Pool::new(engine.clone())?;
+        let snapshot_pool = if pooled {
+            match build_engine(&config, PoolKind::Snapshot)? {
+                (engine, true) => Some(Pool::new(engine)?),
+                _ => None,
+            }
+        } else {
+            None
+        };
         let cache = ComponentCache::new(config.cache_dir.clone(), &engine);
         let episode_slots = if pooled {
             // Up to 64 more: the reaper's backlog of large instances still being torn down.
@@ -107,9 +146,8 @@ impl Runtime {
         Ok(Runtime {
             episode_slots: crate::slots::Slots::new(episode_slots),
             engine,
-            workflow_linker,
-            reward_linker,
-            tool_linker,
+            default_pool,
+            snapshot_pool,
             cache,
             services: Arc::new(services),
             config,
@@ -125,6 +163,14 @@ impl Runtime {
     /// Whether instances come from the pooling allocator.
     pub fn is_pooled(&self) -> bool {
         self.pooled
+    }
+
+    /// The pool a component file of `size_bytes` runs in.
+    pub(crate) fn pool_for(&self, size_bytes: u64) -> &Pool {
+        match &self.snapshot_pool {
+            Some(p) if (SNAPSHOT_MIN_BYTES..SNAPSHOT_MAX_BYTES).contains(&size_bytes) => p,
+            _ => &self.default_pool,
+        }
     }
 
     /// Whether compiled code is instrumented for fuel.
@@ -159,7 +205,24 @@ fn base_config(config: &RuntimeConfig) -> Config {
 /// Default of [`RuntimeConfig::keep_resident_bytes`].
 pub const DEFAULT_KEEP_RESIDENT_BYTES: usize = 16 << 20;
 
-fn build_engine(config: &RuntimeConfig) -> anyhow::Result<(Engine, bool)> {
+/// How a pool resets a slot's memory for its next instance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum PoolKind {
+    /// Only the pages the last instance dirtied are rewritten (Linux PAGEMAP_SCAN) within the
+    /// keep-resident prefix; the rest is released and faulted in again (copy-on-write from the
+    /// image) by the next instance.
+    Default,
+    /// The whole memory (up to [`SNAPSHOT_KEEP_RESIDENT_BYTES`]) stays resident and is restored
+    /// by copying the image back. PAGEMAP_SCAN reports at most 32 dirty regions per reset in
+    /// wasmtime 48, and an interpreter dirties pages all over its heap (reference counts), so
+    /// in the default pool nearly every page of a Python instance was released and faulted
+    /// again on the next call: ~1,800 copy-on-write faults per call, each with a TLB shootdown
+    /// across the CPUs. Python rlvr at 64 in flight: 105 -> 628 episodes/s
+    /// (`rollbox-bench rollout`).
+    Snapshot,
+}
+
+fn build_engine(config: &RuntimeConfig, kind: PoolKind) -> anyhow::Result<(Engine, bool)> {
     if config.pooling {
         let mut pool = PoolingAllocationConfig::default();
         let n = config.max_instances.max(1);
@@ -181,13 +244,23 @@ fn build_engine(config: &RuntimeConfig) -> anyhow::Result<(Engine, bool)> {
             // PAGEMAP_SCAN, kernel >= 6.7) and keep them resident, instead of madvise + page
             // faults: p50 instantiate+call 28 µs -> 13 µs here. Without the ioctl ("auto"), the
             // keep-resident prefix is memset, so keep it at the size guests really touch.
-            .pagemap_scan(wasmtime::Enabled::Auto)
-            .linear_memory_keep_resident(config.keep_resident_bytes)
             .table_keep_resident(1 << 20);
+        match kind {
+            PoolKind::Default => pool
+                .pagemap_scan(wasmtime::Enabled::Auto)
+                .linear_memory_keep_resident(config.keep_resident_bytes),
+            PoolKind::Snapshot => pool
+                .pagemap_scan(wasmtime::Enabled::No)
+                .linear_memory_keep_resident(SNAPSHOT_KEEP_RESIDENT_BYTES),
+        };
         let mut c = base_config(config);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         match Engine::new(&c) {
             Ok(engine) => return Ok((engine, true)),
+            Err(e) if kind == PoolKind::Snapshot => {
+                tracing::warn!("no snapshot pool ({e}); large components use the default pool");
+                return Ok((Engine::new(&base_config(config))?, false));
+            }
             Err(e) => tracing::warn!(
                 "pooling allocator unavailable ({e}); falling back to on-demand instance allocation"
             ),

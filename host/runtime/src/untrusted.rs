@@ -72,7 +72,6 @@ impl Default for CallPolicy {
 pub struct Registered<C> {
     pub(crate) component: C,
     pub(crate) policy: CallPolicy,
-    pub(crate) engine: Engine,
     pub(crate) fuel_metering: bool,
 }
 
@@ -104,7 +103,7 @@ impl Runtime {
             completion_ids: call.completion_ids,
             data: call.data.to_string(),
         };
-        score_once(&self.engine, self.config.fuel, reward, input, limits).await
+        score_once(self.config.fuel, reward, input, limits).await
     }
 
     /// Call `tool` once in a fresh sandbox.
@@ -115,12 +114,11 @@ impl Runtime {
         args: String,
         limits: Arc<Limits>,
     ) -> CallReport<String> {
-        tool_once(&self.engine, self.config.fuel, tool, name, args, limits).await
+        tool_once(self.config.fuel, tool, name, args, limits).await
     }
 }
 
 async fn score_once(
-    engine: &Engine,
     fuel: bool,
     reward: &RewardComponent,
     input: RewardInput,
@@ -128,7 +126,7 @@ async fn score_once(
 ) -> CallReport<f64> {
     let pre = reward.pre.clone();
     let id = format!("reward:{}", short(&reward.info.sha256));
-    attempt(engine, fuel, id, limits, move |store| {
+    attempt(reward.pre.engine(), fuel, id, limits, move |store| {
         Box::pin(async move {
             let b = pre.instantiate_async(&mut *store).await?;
             b.call_score(&mut *store, &input).await
@@ -147,7 +145,6 @@ async fn score_once(
 }
 
 async fn tool_once(
-    engine: &Engine,
     fuel: bool,
     tool: &ToolComponent,
     name: String,
@@ -156,7 +153,7 @@ async fn tool_once(
 ) -> CallReport<String> {
     let pre = tool.pre.clone();
     let id = format!("tool:{}", short(&tool.info.sha256));
-    attempt(engine, fuel, id, limits, move |store| {
+    attempt(tool.pre.engine(), fuel, id, limits, move |store| {
         Box::pin(async move {
             let b = pre.instantiate_async(&mut *store).await?;
             b.call_call(&mut *store, &name, &args).await
@@ -353,7 +350,6 @@ pub(crate) async fn score_with_retries(
 ) -> (Result<ScoreResult, Error>, Accounting) {
     let (result, tally) = with_retries("reward", name, reg, services, || {
         score_once(
-            &reg.engine,
             reg.fuel_metering,
             &reg.component,
             input.clone(),
@@ -395,7 +391,6 @@ pub(crate) async fn call_with_retries(
 ) -> Result<ToolResult, Error> {
     let (result, tally) = with_retries("tool", name, reg, services, || {
         tool_once(
-            &reg.engine,
             reg.fuel_metering,
             &reg.component,
             name.to_string(),
