@@ -10,9 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use rollbox_engines::replay::ReplayBackend;
 use rollbox_engines::testing::FakeBackend;
 use rollbox_engines::{InferenceBackend, StopReason};
-use rollbox_runtime::{Runtime, RuntimeConfig, Services};
+use rollbox_runtime::{
+    CallPolicy, EpisodeReport, EpisodeRequest, Limits, Runtime, RuntimeConfig, Services,
+};
+use rollbox_tokenizer::HostTokenizer;
 
 /// A backend that answers every prompt with `[7, 8, 2]` (logprobs -0.1, -0.2, -0.3, stop),
 /// cut to `max_new_tokens`, after `delay`. Deterministic; for sandbox tests where the engine's
@@ -157,4 +161,64 @@ pub fn fuzz_seed() -> u64 {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64),
     }
+}
+
+/// The SmolLM2 tokenizer the workflow tests run on (`model_path`).
+pub fn tokenizer() -> Arc<HostTokenizer> {
+    Arc::new(HostTokenizer::load(&model_path()).expect("tokenizer"))
+}
+
+/// A recorded engine answer in the replay format: `output` for `prompt`, logprobs -0.1, -0.2,
+/// ... and `stop` (`stop` or `length`).
+pub fn replay_record(prompt: &[u32], output: &[u32], stop: &str) -> String {
+    let logprobs: Vec<f32> = (0..output.len()).map(|i| -0.1 * (i + 1) as f32).collect();
+    serde_json::json!({"input_ids": prompt, "output_tokens": output, "output_logprobs": logprobs, "stop_reason": stop}).to_string()
+}
+
+/// A runtime on `tok` with `backend` and the math reward registered as `math`.
+pub fn workflow_runtime(tok: &Arc<HostTokenizer>, backend: Arc<dyn InferenceBackend>) -> Runtime {
+    let services = Services::new()
+        .with_tokenizer(tok.clone())
+        .with_backend(backend);
+    let rt = Runtime::new(
+        RuntimeConfig {
+            cache_dir: Some(test_cache_dir()),
+            max_instances: 16,
+            ..RuntimeConfig::default()
+        },
+        services,
+    )
+    .expect("runtime");
+    rt.register_reward(
+        "math",
+        Path::new(components::REWARD_MATH),
+        CallPolicy::default(),
+    )
+    .expect("math reward");
+    rt
+}
+
+/// [`workflow_runtime`] with the replay engine answering `records` (replay-format lines).
+pub fn replay_runtime(tok: &Arc<HostTokenizer>, records: &[String]) -> Runtime {
+    let backend = ReplayBackend::from_jsonl_str(&records.join("\n")).expect("replay");
+    workflow_runtime(tok, Arc::new(backend))
+}
+
+/// One episode (`r0-s0`) of the workflow at `path` on `data` with `config`.
+pub async fn run_workflow(
+    rt: &Runtime,
+    path: &str,
+    data: serde_json::Value,
+    config: serde_json::Value,
+) -> EpisodeReport {
+    let w = rt.load_workflow(Path::new(path)).expect("workflow loads");
+    rt.run_episode(
+        &w,
+        EpisodeRequest {
+            config: config.into(),
+            ..EpisodeRequest::new("r0-s0", data)
+        },
+        Arc::new(Limits::default()),
+    )
+    .await
 }

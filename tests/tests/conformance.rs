@@ -9,14 +9,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rollbox_engines::replay::ReplayBackend;
-use rollbox_runtime::{
-    CallPolicy, EpisodeOutcome, EpisodeRequest, Limits, Runtime, RuntimeConfig, Services,
-};
+use rollbox_runtime::{EpisodeOutcome, EpisodeRequest, Limits};
 use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
-use rollbox_tests::test_cache_dir;
-use rollbox_tokenizer::HostTokenizer;
 use serde_json::Value;
 
 /// The rlvr component of each language.
@@ -27,23 +22,7 @@ fn fixture() -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("the fixture")).expect("JSON")
 }
 
-fn runtime(tok: &Arc<HostTokenizer>, records: &[String]) -> Runtime {
-    let backend = ReplayBackend::from_jsonl_str(&records.join("\n")).expect("replay");
-    let rt = Runtime::new(
-        RuntimeConfig {
-            cache_dir: Some(test_cache_dir()),
-            max_instances: 16,
-            ..RuntimeConfig::default()
-        },
-        Services::new()
-            .with_tokenizer(tok.clone())
-            .with_backend(Arc::new(backend)),
-    )
-    .expect("runtime");
-    rt.register_reward("math", Path::new(c::REWARD_MATH), CallPolicy::default())
-        .expect("math reward");
-    rt
-}
+use rollbox_tests::replay_runtime as runtime;
 
 /// `got` against AReaL's `{"dtype", "shape", "data"}`; `None` when equal.
 fn differs(got: &rollbox_tensor::HostTensor, want: &Value) -> Option<String> {
@@ -82,7 +61,7 @@ fn differs(got: &rollbox_tensor::HostTensor, want: &Value) -> Option<String> {
 #[tokio::test]
 async fn every_language_gives_areals_rlvr_tensors() {
     let fixture = fixture();
-    let tok = Arc::new(HostTokenizer::load(&rollbox_tests::model_path()).expect("tokenizer"));
+    let tok = rollbox_tests::tokenizer();
     let config = fixture["config"].clone();
     let mut table = Vec::new();
     let mut failures = Vec::new();

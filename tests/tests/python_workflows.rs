@@ -10,63 +10,27 @@ use std::time::Duration;
 
 use rollbox_engines::replay::ReplayBackend;
 use rollbox_engines::testing::FakeBackend;
-use rollbox_runtime::{
-    CallPolicy, EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Runtime, RuntimeConfig,
-    Services, Trajectory,
-};
+use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Runtime, Trajectory};
 use rollbox_tests::components as c;
-use rollbox_tests::{fixed_backend, test_cache_dir};
+use rollbox_tests::fixed_backend;
 use rollbox_tokenizer::{ChatOptions, HostTokenizer};
 use serde_json::{Value, json};
 
-fn tokenizer() -> Arc<HostTokenizer> {
-    Arc::new(HostTokenizer::load(&rollbox_tests::model_path()).expect("tokenizer"))
-}
+use rollbox_tests::{replay_record as record, tokenizer};
 
 fn runtime(
     tok: &Arc<HostTokenizer>,
     backend: Arc<dyn rollbox_engines::InferenceBackend>,
 ) -> Runtime {
-    let services = Services::new()
-        .with_tokenizer(tok.clone())
-        .with_backend(backend);
-    let rt = Runtime::new(
-        RuntimeConfig {
-            cache_dir: Some(test_cache_dir()),
-            max_instances: 16,
-            ..RuntimeConfig::default()
-        },
-        services,
-    )
-    .expect("runtime");
-    rt.register_reward("math", Path::new(c::REWARD_MATH), CallPolicy::default())
-        .expect("math reward");
-    rt
+    rollbox_tests::workflow_runtime(tok, backend)
 }
 
 fn replay(records: &[String]) -> Arc<dyn rollbox_engines::InferenceBackend> {
     Arc::new(ReplayBackend::from_jsonl_str(&records.join("\n")).expect("replay"))
 }
 
-/// A recorded engine answer: logprobs -0.1, -0.2, ...
-fn record(prompt: &[u32], output: &[u32], stop: &str) -> String {
-    let logprobs: Vec<f32> = (0..output.len()).map(|i| -0.1 * (i + 1) as f32).collect();
-    json!({"input_ids": prompt, "output_tokens": output, "output_logprobs": logprobs, "stop_reason": stop}).to_string()
-}
-
 async fn run(rt: &Runtime, workflow: &str, data: Value, config: Value) -> EpisodeReport {
-    let w = rt
-        .load_workflow(Path::new(workflow))
-        .expect("workflow loads");
-    rt.run_episode(
-        &w,
-        EpisodeRequest {
-            config: config.into(),
-            ..EpisodeRequest::new("r0-s0", data)
-        },
-        Arc::new(Limits::default()),
-    )
-    .await
+    rollbox_tests::run_workflow(rt, workflow, data, config).await
 }
 
 fn accepted(r: &EpisodeReport) -> &Trajectory {

@@ -339,6 +339,30 @@ async fn workflows_call_a_sandboxed_calculator_tool() {
     );
 }
 
+/// The recorded parity corpus as reward calls: (the JSON line, the call, AReaL's score).
+fn corpus() -> Vec<(String, RewardCall, f64)> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/rewards/math_corpus.jsonl"
+    ))
+    .expect("the corpus");
+    text.lines()
+        .map(|line| {
+            let row: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+            let call = RewardCall {
+                completion: row["completion"].as_str().expect("completion").into(),
+                data: json!({"answer": row["answer"]}),
+                ..RewardCall::default()
+            };
+            (
+                line.to_string(),
+                call,
+                row["areal"].as_f64().expect("areal"),
+            )
+        })
+        .collect()
+}
+
 /// The Rust math reward, as the component users load (its arena allocator, the guest build),
 /// gives AReaL's score on every pair of the recorded corpus, each call a fresh sandbox.
 #[tokio::test]
@@ -347,29 +371,17 @@ async fn the_math_component_scores_the_whole_corpus_as_areal_does() {
     let math = rt
         .load_reward(Path::new(c::REWARD_MATH))
         .expect("math reward loads");
-    let corpus = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/rewards/math_corpus.jsonl"
-    ))
-    .expect("the corpus");
+    let corpus = corpus();
     let mut misses = Vec::new();
-    let mut n = 0;
-    for line in corpus.lines() {
-        let row: serde_json::Value = serde_json::from_str(line).expect("JSON line");
-        let call = RewardCall {
-            completion: row["completion"].as_str().expect("completion").into(),
-            data: json!({"answer": row["answer"]}),
-            ..RewardCall::default()
-        };
+    for (line, call, areal) in &corpus {
         let r = rt
-            .call_reward(&math, call, Arc::new(Limits::untrusted_call()))
+            .call_reward(&math, call.clone(), Arc::new(Limits::untrusted_call()))
             .await;
-        if r.result != Ok(row["areal"].as_f64().expect("areal")) {
+        if r.result != Ok(*areal) {
             misses.push(format!("{line}: {:?}", r.result));
         }
-        n += 1;
     }
-    assert!(n >= 5_000, "{n} pairs");
+    assert!(corpus.len() >= 5_000, "{} pairs", corpus.len());
     assert!(misses.is_empty(), "{} misses: {misses:#?}", misses.len());
 }
 
@@ -382,28 +394,12 @@ async fn the_math_verify_component_scores_as_areal_does() {
     let mv = rt
         .load_reward(Path::new(c::MATH_VERIFY_REWARD))
         .expect("the math-verify reward loads");
-    let corpus = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/rewards/math_corpus.jsonl"
-    ))
-    .expect("the corpus");
     let mut n = 0;
-    for line in corpus.lines().step_by(40) {
-        let row: serde_json::Value = serde_json::from_str(line).expect("JSON line");
-        let call = RewardCall {
-            completion: row["completion"].as_str().expect("completion").into(),
-            data: json!({"answer": row["answer"]}),
-            ..RewardCall::default()
-        };
+    for (line, call, areal) in corpus().into_iter().step_by(40) {
         let r = rt
             .call_reward(&mv, call, Arc::new(Limits::untrusted_call()))
             .await;
-        assert_eq!(
-            r.result,
-            Ok(row["areal"].as_f64().expect("areal")),
-            "{line}: {}",
-            r.stderr
-        );
+        assert_eq!(r.result, Ok(areal), "{line}: {}", r.stderr);
         n += 1;
     }
     assert!(n >= 140, "{n} pairs");

@@ -4,20 +4,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rollbox_engines::replay::ReplayBackend;
-use rollbox_runtime::{
-    CallPolicy, EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Runtime, RuntimeConfig,
-    Services, Trajectory,
-};
+use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Runtime, Trajectory};
 use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
-use rollbox_tests::test_cache_dir;
 use rollbox_tokenizer::{ChatOptions, HostTokenizer};
 use serde_json::{Value, json};
-
-fn tokenizer() -> Arc<HostTokenizer> {
-    Arc::new(HostTokenizer::load(&rollbox_tests::model_path()).expect("tokenizer"))
-}
 
 fn chat_options() -> ChatOptions {
     ChatOptions {
@@ -27,44 +18,10 @@ fn chat_options() -> ChatOptions {
     }
 }
 
-/// A recorded engine answer: `text` tokenized, logprobs -0.1, -0.2, ...
-fn record(prompt: &[u32], output: &[u32], stop: &str) -> String {
-    let logprobs: Vec<f32> = (0..output.len()).map(|i| -0.1 * (i + 1) as f32).collect();
-    json!({"input_ids": prompt, "output_tokens": output, "output_logprobs": logprobs, "stop_reason": stop}).to_string()
-}
-
-fn runtime(tok: &Arc<HostTokenizer>, replay: &[String]) -> Runtime {
-    let backend = ReplayBackend::from_jsonl_str(&replay.join("\n")).expect("replay");
-    let services = Services::new()
-        .with_tokenizer(tok.clone())
-        .with_backend(Arc::new(backend));
-    let rt = Runtime::new(
-        RuntimeConfig {
-            cache_dir: Some(test_cache_dir()),
-            max_instances: 16,
-            ..RuntimeConfig::default()
-        },
-        services,
-    )
-    .expect("runtime");
-    rt.register_reward("math", Path::new(c::REWARD_MATH), CallPolicy::default())
-        .expect("math reward");
-    rt
-}
+use rollbox_tests::{replay_record as record, replay_runtime as runtime, tokenizer};
 
 async fn run(rt: &Runtime, workflow: &str, data: Value, config: Value) -> EpisodeReport {
-    let w = rt
-        .load_workflow(Path::new(workflow))
-        .expect("workflow loads");
-    rt.run_episode(
-        &w,
-        EpisodeRequest {
-            config: config.into(),
-            ..EpisodeRequest::new("r0-s0", data)
-        },
-        Arc::new(Limits::default()),
-    )
-    .await
+    rollbox_tests::run_workflow(rt, workflow, data, config).await
 }
 
 fn accepted(r: &EpisodeReport) -> &Trajectory {
