@@ -173,12 +173,34 @@ def _flatten(data):
     return [x for flat, _ in rows for x in flat], (len(rows),) + inner
 
 
+_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1), "uint8": (0, 255)}
+
+
+def _fast(flat: list, dtype: dtype):
+    """`flat` itself when every element already has the exact type and range (the common
+    case: lists of token ids, masks, logprobs); None to check element by element."""
+    if dtype.name in _RANGES:
+        lo, hi = _RANGES[dtype.name]
+        if all(type(v) is int for v in flat) and (not flat or (lo <= min(flat) and max(flat) <= hi)):
+            return flat
+    elif dtype is float32:
+        if all(type(v) is float for v in flat):
+            return flat
+    elif dtype is bool_:
+        if all(type(v) is bool for v in flat):
+            return flat
+    return None
+
+
 def tensor(data, dtype: dtype | None = None) -> Tensor:
     """A tensor from a number, a (nested) list, a tuple or an `array.array` (torch.tensor)."""
     flat, shape = _flatten(data)
     if dtype is None:
         first = flat[0] if flat else 0.0
         dtype = bool_ if isinstance(first, bool) else int64 if isinstance(first, int) else float32
+    fast = _fast(flat, dtype)
+    if fast is not None:
+        return Tensor(fast, shape, dtype)
     out = []
     for i, v in enumerate(flat):
         x = dtype.check(v)
