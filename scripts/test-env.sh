@@ -6,9 +6,14 @@
 #   * a Python venv with componentize-py (builds the Python reward component), safetensors and
 #     numpy (a test loads rollbox's batches the way a trainer does):
 #     ${ROLLBOX_TEST_VENV:-~/.cache/rollbox/venv-test-<python>-<hash of the pins>};
-#   * the default model (scripts/fetch-model.sh, ~/.cache/rollbox/models).
+#   * the default model (scripts/fetch-model.sh, ~/.cache/rollbox/models);
+#   * the JavaScript component toolchain (componentize-js through jco, scripts/js-toolchain.sh,
+#     ~/.cache/rollbox/js-<versions>), exported as ROLLBOX_JS_MODULES for tests/build.rs;
+#   * the C component toolchain (wit-bindgen, zig, wasm-tools, the preview1 adapter;
+#     scripts/c-toolchain.sh, ~/.cache/rollbox/c-toolchain-<versions>; the first install
+#     compiles wit-bindgen-cli, ~6 min), exported as ROLLBOX_C_TOOLS.
 #
-# Needs only rustup and python3 (with venv/ensurepip) on the machine.
+# Needs only rustup, python3 (with venv/ensurepip) and node with npm on the machine.
 
 toolchain="$(sed -n 's/^channel = "\(.*\)"/\1/p' rust-toolchain.toml)"
 libdir="$(rustup run "$toolchain" rustc --print target-libdir --target wasm32-wasip2 2>/dev/null || true)"
@@ -31,3 +36,8 @@ export ROLLBOX_TEST_VENV
 export PATH="$ROLLBOX_TEST_VENV/bin:$PATH"
 
 scripts/fetch-model.sh >/dev/null
+
+ROLLBOX_JS_MODULES="$(scripts/js-toolchain.sh)"
+export ROLLBOX_JS_MODULES
+ROLLBOX_C_TOOLS="$(scripts/c-toolchain.sh)"
+export ROLLBOX_C_TOOLS

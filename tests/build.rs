@@ -144,7 +144,128 @@ fn main() {
             wasm.display().to_string()
         ));
     }
+    // JavaScript components (componentize-js through scripts/build-js-component.mjs).
+    for (world, src, out_name, constant) in [
+        (
+            "workflow",
+            "workflows/js/rlvr.js",
+            "rlvr_js.wasm",
+            "JS_RLVR",
+        ),
+        (
+            "reward",
+            "workflows/rewards/js/gsm8k.js",
+            "gsm8k_reward_js.wasm",
+            "JS_REWARD",
+        ),
+    ] {
+        let wasm = build_js(&root, &target_dir, world, src, out_name);
+        consts.push_str(&format!(
+            "/// The JavaScript {world} `{src}` (componentize-js).\npub const {constant}: &str = {:?};\n",
+            wasm.display().to_string()
+        ));
+    }
+    // C components (wit-bindgen + zig + wasm-tools through scripts/build-c-reward.sh).
+    let c_reward = build_c(
+        &root,
+        &target_dir,
+        "workflows/rewards/c/gsm8k.c",
+        "gsm8k_reward_c.wasm",
+    );
+    consts.push_str(&format!(
+        "/// The C reward `workflows/rewards/c/gsm8k.c` (zig).\npub const C_REWARD: &str = {:?};\n",
+        c_reward.display().to_string()
+    ));
     std::fs::write(out.join("components.rs"), consts).expect("writing components.rs");
+}
+
+/// Build a C reward with `scripts/build-c-reward.sh` (tools from `$ROLLBOX_C_TOOLS`, which
+/// `scripts/test-env.sh` sets), unless it is newer than its source.
+fn build_c(root: &Path, target_dir: &Path, src: &str, out_name: &str) -> PathBuf {
+    let source = root.join(src);
+    let script = root.join("scripts/build-c-reward.sh");
+    println!("cargo:rerun-if-changed={}", source.display());
+    println!("cargo:rerun-if-changed={}", script.display());
+    println!("cargo:rerun-if-env-changed=ROLLBOX_C_TOOLS");
+    let wasm = target_dir.join("c").join(out_name);
+    let newest_source = [
+        newest(&root.join("wit")),
+        std::fs::metadata(&source).and_then(|m| m.modified()).ok(),
+        std::fs::metadata(&script).and_then(|m| m.modified()).ok(),
+    ]
+    .into_iter()
+    .flatten()
+    .max();
+    let built = std::fs::metadata(&wasm).and_then(|m| m.modified()).ok();
+    if let (Some(b), Some(s)) = (built, newest_source)
+        && b > s
+    {
+        return wasm;
+    }
+    if std::env::var_os("ROLLBOX_C_TOOLS").is_none() {
+        panic!(
+            "building {src} needs the C toolchain: run the tests with scripts/test.sh, or set ROLLBOX_C_TOOLS=$(scripts/c-toolchain.sh)"
+        );
+    }
+    let status = Command::new("bash")
+        .current_dir(root)
+        .arg(&script)
+        .arg(&source)
+        .arg(&wasm)
+        .stdout(std::process::Stdio::null())
+        .status();
+    match status {
+        Ok(s) if s.success() => wasm,
+        Ok(s) => panic!("building {src} with scripts/build-c-reward.sh failed ({s})"),
+        Err(e) => panic!("running scripts/build-c-reward.sh for {src}: {e}"),
+    }
+}
+
+/// Build a JavaScript component with `scripts/build-js-component.mjs` (componentize-js from
+/// `$ROLLBOX_JS_MODULES`, which `scripts/test-env.sh` sets), unless it is newer than its source.
+fn build_js(root: &Path, target_dir: &Path, world: &str, src: &str, out_name: &str) -> PathBuf {
+    let source = root.join(src);
+    let script = root.join("scripts/build-js-component.mjs");
+    println!("cargo:rerun-if-changed={}", source.display());
+    println!("cargo:rerun-if-changed={}", script.display());
+    println!("cargo:rerun-if-env-changed=ROLLBOX_JS_MODULES");
+    let out_dir = target_dir.join("js");
+    std::fs::create_dir_all(&out_dir).expect("creating the js output directory");
+    let wasm = out_dir.join(out_name);
+    let newest_source = [source.clone(), script.clone(), root.join("wit")]
+        .iter()
+        .filter_map(|p| {
+            if p.is_dir() {
+                newest(p)
+            } else {
+                std::fs::metadata(p).and_then(|m| m.modified()).ok()
+            }
+        })
+        .max();
+    let built = std::fs::metadata(&wasm).and_then(|m| m.modified()).ok();
+    if let (Some(b), Some(s)) = (built, newest_source)
+        && b > s
+    {
+        return wasm;
+    }
+    let Some(modules) = std::env::var_os("ROLLBOX_JS_MODULES") else {
+        panic!(
+            "building {src} needs componentize-js: run the tests with scripts/test.sh, or set ROLLBOX_JS_MODULES=$(scripts/js-toolchain.sh)"
+        );
+    };
+    let status = Command::new("node")
+        .current_dir(root)
+        .env("NODE_PATH", modules)
+        .arg(&script)
+        .arg(world)
+        .arg(&source)
+        .arg(&wasm)
+        .status();
+    match status {
+        Ok(s) if s.success() => wasm,
+        Ok(s) => panic!("building {src} with componentize-js failed ({s})"),
+        Err(e) => panic!("node is needed to build {src} ({e}); install node 18 or later"),
+    }
 }
 
 /// Build `workflows/rewards/math-verify` with `scripts/build-math-verify-reward.sh` (pinned

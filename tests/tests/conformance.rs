@@ -15,7 +15,20 @@ use rollbox_tests::components as c;
 use serde_json::Value;
 
 /// The rlvr component of each language.
-const LANGUAGES: &[(&str, &str)] = &[("rust", c::WORKFLOW_RLVR), ("python", c::PYTHON_RLVR)];
+const LANGUAGES: &[(&str, &str)] = &[
+    ("rust", c::WORKFLOW_RLVR),
+    ("python", c::PYTHON_RLVR),
+    ("js", c::JS_RLVR),
+];
+
+/// The reward component of each language: the Rust `math` (math-verify's rules) and the
+/// GSM8K answer matchers (last box, else `####`, else the last number) in Python and JS.
+const REWARDS: &[(&str, &str)] = &[
+    ("rust", c::REWARD_MATH),
+    ("python", c::PYTHON_REWARD),
+    ("js", c::JS_REWARD),
+    ("c", c::C_REWARD),
+];
 
 fn fixture() -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/rlvr.json");
@@ -135,4 +148,84 @@ async fn every_language_gives_areals_rlvr_tensors() {
     }
     println!("{}", table.join("\n"));
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Every language's reward gives AReaL's `gsm8k_reward_fn` score on every sample of the suite
+/// (the completion decoded as the workflow passes it, the row as the dataset has it).
+#[tokio::test]
+async fn every_language_gives_areals_rewards() {
+    let fixture = fixture();
+    let tok = rollbox_tests::tokenizer();
+    let rt = rollbox_tests::runtime();
+    let mut failures = Vec::new();
+    for (lang, path) in REWARDS {
+        let reward = rt.load_reward(Path::new(path)).expect("reward loads");
+        let mut n = 0;
+        for case in fixture["cases"].as_array().expect("cases") {
+            for sample in case["samples"].as_array().expect("samples") {
+                let ids: Vec<u32> =
+                    serde_json::from_value(sample["record"]["output_tokens"].clone()).expect("ids");
+                let call = rollbox_runtime::RewardCall {
+                    completion: tok.decode(&ids, false).expect("decode"),
+                    data: case["row"].clone(),
+                    ..rollbox_runtime::RewardCall::default()
+                };
+                let r = rt
+                    .call_reward(&reward, call, Arc::new(Limits::untrusted_call()))
+                    .await;
+                let want = sample["reward"].as_f64().expect("reward");
+                if r.result != Ok(want) {
+                    failures.push(format!(
+                        "{lang} {}: {:?}, AReaL {want}",
+                        case["name"], r.result
+                    ));
+                }
+                n += 1;
+            }
+        }
+        println!("{lang:<7} reward: {n} samples");
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A JavaScript exception is the component's error, with its message: the reward's (retried,
+/// then reported) and the workflow's (a failed episode).
+#[tokio::test]
+async fn javascript_errors_keep_their_messages() {
+    let rt = rollbox_tests::runtime();
+    let reward = rt
+        .load_reward(Path::new(c::JS_REWARD))
+        .expect("reward loads");
+    let r = rt
+        .call_reward(
+            &reward,
+            rollbox_runtime::RewardCall {
+                completion: "\\boxed{1}".into(),
+                data: serde_json::json!({"question": "?"}),
+                ..rollbox_runtime::RewardCall::default()
+            },
+            Arc::new(Limits::untrusted_call()),
+        )
+        .await;
+    let err = r.result.expect_err("no answer").to_string();
+    assert!(err.contains("the row has no `answer`"), "{err}");
+
+    let rt = runtime(&rollbox_tests::tokenizer(), &[]);
+    let r = rollbox_tests::run_workflow(
+        &rt,
+        c::JS_RLVR,
+        serde_json::json!({"text": "?"}),
+        serde_json::json!({}),
+    )
+    .await;
+    match r.outcome {
+        EpisodeOutcome::Failed(f) => {
+            let f = f.to_string();
+            assert!(
+                f.contains("the row has no prompt") && f.contains("prompt_key"),
+                "{f}"
+            );
+        }
+        other => panic!("a failure expected, got {}", other.kind()),
+    }
 }

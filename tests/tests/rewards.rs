@@ -490,3 +490,51 @@ async fn hostile_completions_score_zero_in_the_math_reward() {
         );
     }
 }
+
+/// The GSM8K answer matchers written in Python, JavaScript and C (the same rules: last box,
+/// else `####`, else the last number; 6 significant digits) give the same score on every 5th
+/// pair of the parity corpus, and each refuses a row without an `answer` with its message.
+#[tokio::test]
+async fn the_gsm8k_rewards_agree_across_languages() {
+    let rt = runtime();
+    let rewards: Vec<(&str, rollbox_runtime::RewardComponent)> = [
+        ("python", c::PYTHON_REWARD),
+        ("js", c::JS_REWARD),
+        ("c", c::C_REWARD),
+    ]
+    .into_iter()
+    .map(|(lang, path)| (lang, rt.load_reward(Path::new(path)).expect("loads")))
+    .collect();
+    let mut differ = Vec::new();
+    let mut n = 0;
+    for (line, call, _) in corpus().into_iter().step_by(5) {
+        let mut scores = Vec::new();
+        for (lang, reward) in &rewards {
+            let r = rt
+                .call_reward(reward, call.clone(), Arc::new(Limits::untrusted_call()))
+                .await;
+            scores.push((*lang, r.result));
+        }
+        if scores.iter().any(|(_, s)| *s != scores[0].1) {
+            differ.push(format!("{line}: {scores:?}"));
+        }
+        n += 1;
+    }
+    assert!(n > 1_000, "{n} pairs");
+    assert!(differ.is_empty(), "{} differ: {differ:#?}", differ.len());
+    for (lang, reward) in &rewards {
+        let r = rt
+            .call_reward(
+                reward,
+                RewardCall {
+                    completion: "\\boxed{1}".into(),
+                    data: json!({"question": "?"}),
+                    ..RewardCall::default()
+                },
+                Arc::new(Limits::untrusted_call()),
+            )
+            .await;
+        let err = r.result.expect_err("no answer").to_string();
+        assert!(err.contains("answer"), "{lang}: {err}");
+    }
+}

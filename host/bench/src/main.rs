@@ -78,6 +78,12 @@ enum Bench {
             default_value = "target/wasm-guests/python/math_verify_reward.wasm"
         )]
         math_verify: PathBuf,
+        /// The JavaScript GSM8K reward (componentize-js; built by the tests).
+        #[arg(long, default_value = "target/wasm-guests/js/gsm8k_reward_js.wasm")]
+        js: PathBuf,
+        /// The C GSM8K reward (zig; built by the tests).
+        #[arg(long, default_value = "target/wasm-guests/c/gsm8k_reward_c.wasm")]
+        c: PathBuf,
     },
     /// concat-padded of 512 RLVR-shaped dicts (lengths 100..2000, 7 per-token keys), median of
     /// 20 runs, next to AReaL's `concat_padded_tensors` on the same shapes when torch is there.
@@ -272,15 +278,21 @@ async fn run(which: Bench) -> anyhow::Result<()> {
             baseline,
             corpus,
             math_verify,
+            js,
+            c,
         } => {
             rewards::run(
                 iterations,
                 concurrency,
-                &math,
-                &python,
+                rewards::Components {
+                    math: &math,
+                    python: &python,
+                    math_verify: &math_verify,
+                    js: &js,
+                    c: &c,
+                },
                 &baseline,
                 &corpus,
-                &math_verify,
             )
             .await
         }

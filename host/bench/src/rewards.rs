@@ -12,16 +12,30 @@ use rollbox_runtime::{Limits, Runtime, RuntimeConfig, Services};
 
 use crate::common::{percentile, require, rss_bytes};
 
-/// Both rewards, then the baselines.
+/// The reward components measured.
+pub struct Components<'a> {
+    pub math: &'a Path,
+    pub python: &'a Path,
+    pub math_verify: &'a Path,
+    pub js: &'a Path,
+    pub c: &'a Path,
+}
+
+/// Every reward, then the baselines.
 pub async fn run(
     iterations: usize,
     concurrency: usize,
-    math: &Path,
-    python: &Path,
+    components: Components<'_>,
     baseline: &Path,
     corpus: &Path,
-    math_verify: &Path,
 ) -> anyhow::Result<()> {
+    let Components {
+        math,
+        python,
+        math_verify,
+        js,
+        c,
+    } = components;
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), Services::new())?);
     println!(
         "reward bench: each call = fresh instance + score + teardown (on the reaper thread for instances past 4 MiB), 15 s / 256 MiB limits"
@@ -59,6 +73,27 @@ pub async fn run(
         concurrency,
     )
     .await?;
+    for (label, path) in [
+        ("javascript reward (componentize-js)", js),
+        ("C reward (zig)", c),
+    ] {
+        if path.is_file() {
+            one(
+                runtime.clone(),
+                path,
+                label,
+                &gsm8k,
+                iterations,
+                concurrency,
+            )
+            .await?;
+        } else {
+            println!(
+                "{label} skipped: {} not found (built by the tests)",
+                path.display()
+            );
+        }
+    }
     // The real math-verify: ~15 ms a call, so fewer calls.
     if math_verify.is_file() {
         one(
