@@ -165,25 +165,32 @@ fn main() {
             wasm.display().to_string()
         ));
     }
-    // C components (wit-bindgen + zig + wasm-tools through scripts/build-c-reward.sh).
-    let c_reward = build_c(
-        &root,
-        &target_dir,
-        "workflows/rewards/c/gsm8k.c",
-        "gsm8k_reward_c.wasm",
-    );
-    consts.push_str(&format!(
-        "/// The C reward `workflows/rewards/c/gsm8k.c` (zig).\npub const C_REWARD: &str = {:?};\n",
-        c_reward.display().to_string()
-    ));
+    // C components (wit-bindgen + zig + wasm-tools through scripts/build-c-component.sh).
+    for (world, src, out_name, constant) in [
+        (
+            "reward",
+            "workflows/rewards/c/gsm8k.c",
+            "gsm8k_reward_c.wasm",
+            "C_REWARD",
+        ),
+        ("workflow", "workflows/c/rlvr.c", "rlvr_c.wasm", "C_RLVR"),
+    ] {
+        let wasm = build_c(&root, &target_dir, world, src, out_name);
+        consts.push_str(&format!(
+            "/// The C {world} `{src}` (zig).\npub const {constant}: &str = {:?};\n",
+            wasm.display().to_string()
+        ));
+    }
     std::fs::write(out.join("components.rs"), consts).expect("writing components.rs");
 }
 
-/// Build a C reward with `scripts/build-c-reward.sh` (tools from `$ROLLBOX_C_TOOLS`, which
-/// `scripts/test-env.sh` sets), unless it is newer than its source.
-fn build_c(root: &Path, target_dir: &Path, src: &str, out_name: &str) -> PathBuf {
+/// Build a C component with `scripts/build-c-component.sh` (tools from `$ROLLBOX_C_TOOLS`,
+/// which `scripts/test-env.sh` sets), unless it is newer than its sources.
+fn build_c(root: &Path, target_dir: &Path, world: &str, src: &str, out_name: &str) -> PathBuf {
     let source = root.join(src);
-    let script = root.join("scripts/build-c-reward.sh");
+    let script = root.join("scripts/build-c-component.sh");
+    let header = root.join("guest-sdk/c/rollbox_json.h");
+    println!("cargo:rerun-if-changed={}", header.display());
     println!("cargo:rerun-if-changed={}", source.display());
     println!("cargo:rerun-if-changed={}", script.display());
     println!("cargo:rerun-if-env-changed=ROLLBOX_C_TOOLS");
@@ -192,6 +199,7 @@ fn build_c(root: &Path, target_dir: &Path, src: &str, out_name: &str) -> PathBuf
         newest(&root.join("wit")),
         std::fs::metadata(&source).and_then(|m| m.modified()).ok(),
         std::fs::metadata(&script).and_then(|m| m.modified()).ok(),
+        std::fs::metadata(&header).and_then(|m| m.modified()).ok(),
     ]
     .into_iter()
     .flatten()
@@ -210,14 +218,15 @@ fn build_c(root: &Path, target_dir: &Path, src: &str, out_name: &str) -> PathBuf
     let status = Command::new("bash")
         .current_dir(root)
         .arg(&script)
+        .arg(world)
         .arg(&source)
         .arg(&wasm)
         .stdout(std::process::Stdio::null())
         .status();
     match status {
         Ok(s) if s.success() => wasm,
-        Ok(s) => panic!("building {src} with scripts/build-c-reward.sh failed ({s})"),
-        Err(e) => panic!("running scripts/build-c-reward.sh for {src}: {e}"),
+        Ok(s) => panic!("building {src} with scripts/build-c-component.sh failed ({s})"),
+        Err(e) => panic!("running scripts/build-c-component.sh for {src}: {e}"),
     }
 }
 

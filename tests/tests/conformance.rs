@@ -19,6 +19,7 @@ const LANGUAGES: &[(&str, &str)] = &[
     ("rust", c::WORKFLOW_RLVR),
     ("python", c::PYTHON_RLVR),
     ("js", c::JS_RLVR),
+    ("c", c::C_RLVR),
 ];
 
 /// The reward component of each language: the Rust `math` (math-verify's rules) and the
@@ -188,10 +189,10 @@ async fn every_language_gives_areals_rewards() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// A JavaScript exception is the component's error, with its message: the reward's (retried,
-/// then reported) and the workflow's (a failed episode).
+/// A JavaScript exception (or a C error return) is the component's error, with its message:
+/// the reward's (retried, then reported) and the workflow's (a failed episode).
 #[tokio::test]
-async fn javascript_errors_keep_their_messages() {
+async fn javascript_and_c_errors_keep_their_messages() {
     let rt = rollbox_tests::runtime();
     let reward = rt
         .load_reward(Path::new(c::JS_REWARD))
@@ -211,21 +212,23 @@ async fn javascript_errors_keep_their_messages() {
     assert!(err.contains("the row has no `answer`"), "{err}");
 
     let rt = runtime(&rollbox_tests::tokenizer(), &[]);
-    let r = rollbox_tests::run_workflow(
-        &rt,
-        c::JS_RLVR,
-        serde_json::json!({"text": "?"}),
-        serde_json::json!({}),
-    )
-    .await;
-    match r.outcome {
-        EpisodeOutcome::Failed(f) => {
-            let f = f.to_string();
-            assert!(
-                f.contains("the row has no prompt") && f.contains("prompt_key"),
-                "{f}"
-            );
+    for workflow in [c::JS_RLVR, c::C_RLVR] {
+        let r = rollbox_tests::run_workflow(
+            &rt,
+            workflow,
+            serde_json::json!({"text": "?"}),
+            serde_json::json!({}),
+        )
+        .await;
+        match r.outcome {
+            EpisodeOutcome::Failed(f) => {
+                let f = f.to_string();
+                assert!(
+                    f.contains("the row has no prompt") && f.contains("prompt_key"),
+                    "{workflow}: {f}"
+                );
+            }
+            other => panic!("{workflow}: a failure expected, got {}", other.kind()),
         }
-        other => panic!("a failure expected, got {}", other.kind()),
     }
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "reward.h"
+#include "rollbox_json.h"
 
 typedef struct {
   const char *p;
@@ -210,114 +211,17 @@ static int same(double a, double b) {
   return strcmp(x, y) == 0;
 }
 
-// --- the row: the string or number under the top-level key "answer" -------------------------
-
-static size_t skip_ws(span j, size_t i) {
-  while (i < j.n && isspace((unsigned char)j.p[i])) i++;
-  return i;
-}
-
-// A JSON string at i (the opening quote): decoded into `out` (NUL-terminated, `cap` bytes);
-// returns the index after it, 0 on a malformed string. \uXXXX escapes are kept only for ASCII.
-static size_t json_string(span j, size_t i, char *out, size_t cap, size_t *len) {
-  size_t n = 0;
-  for (i++; i < j.n; i++) {
-    char c = j.p[i];
-    if (c == '"') {
-      if (out) out[n] = 0;
-      if (len) *len = n;
-      return i + 1;
-    }
-    if (c == '\\') {
-      if (++i >= j.n) return 0;
-      switch (j.p[i]) {
-        case 'n': c = '\n'; break;
-        case 't': c = '\t'; break;
-        case 'r': c = '\r'; break;
-        case 'b': c = '\b'; break;
-        case 'f': c = '\f'; break;
-        case 'u': {
-          if (i + 4 >= j.n) return 0;
-          char hex[5] = {j.p[i + 1], j.p[i + 2], j.p[i + 3], j.p[i + 4], 0};
-          long u = strtol(hex, NULL, 16);
-          c = u < 128 ? (char)u : '?';
-          i += 4;
-          break;
-        }
-        default: c = j.p[i];
-      }
-    }
-    if (out && n + 1 < cap) out[n++] = c;
-  }
-  return 0;
-}
-
-// The end of the JSON value at i (strings, numbers, literals, nested arrays and objects).
-static size_t json_skip(span j, size_t i) {
-  i = skip_ws(j, i);
-  if (i >= j.n) return 0;
-  if (j.p[i] == '"') return json_string(j, i, NULL, 0, NULL);
-  if (j.p[i] == '{' || j.p[i] == '[') {
-    int depth = 0;
-    for (; i < j.n; i++) {
-      if (j.p[i] == '"') {
-        i = json_string(j, i, NULL, 0, NULL);
-        if (!i) return 0;
-        i--;
-      } else if (j.p[i] == '{' || j.p[i] == '[') {
-        depth++;
-      } else if ((j.p[i] == '}' || j.p[i] == ']') && --depth == 0) {
-        return i + 1;
-      }
-    }
-    return 0;
-  }
-  while (i < j.n && !strchr(",}] \t\r\n", j.p[i])) i++;
-  return i;
-}
-
-// The row's "answer" as text in a buffer the caller frees; NULL when absent or not a
-// string or number.
-static char *row_answer(span j) {
-  size_t i = skip_ws(j, 0);
-  if (i >= j.n || j.p[i] != '{') return NULL;
-  i++;
-  while (1) {
-    i = skip_ws(j, i);
-    if (i >= j.n || j.p[i] != '"') return NULL;
-    char key[16];
-    size_t klen = 0;
-    i = json_string(j, i, key, sizeof key, &klen);
-    if (!i) return NULL;
-    i = skip_ws(j, i);
-    if (i >= j.n || j.p[i] != ':') return NULL;
-    i = skip_ws(j, i + 1);
-    if (klen == 6 && strcmp(key, "answer") == 0) {
-      if (i < j.n && j.p[i] == '"') {
-        char *out = malloc(j.n + 1);
-        if (out && !json_string(j, i, out, j.n + 1, NULL)) {
-          free(out);
-          return NULL;
-        }
-        return out;
-      }
-      size_t e = json_skip(j, i);
-      if (!e || i >= j.n || !(j.p[i] == '-' || isdigit((unsigned char)j.p[i]))) return NULL;
-      char *out = malloc(e - i + 1);
-      if (!out) return NULL;
-      memcpy(out, j.p + i, e - i);
-      out[e - i] = 0;
-      return out;
-    }
-    i = json_skip(j, i);
-    if (!i) return NULL;
-    i = skip_ws(j, i);
-    if (i < j.n && j.p[i] == ',') {
-      i++;
-      continue;
-    }
-    return NULL;
-  }
+// The row's "answer" as text (malloc'd), from a string or a number; NULL otherwise.
+static char *row_answer(span row) {
+  rj_span v;
+  if (!rj_get((rj_span){row.p, row.n}, "answer", &v)) return NULL;
+  if (v.p[0] == '"') return rj_string(v);
+  if (v.p[0] != '-' && !isdigit((unsigned char)v.p[0])) return NULL;
+  char *out = malloc(v.n + 1);
+  if (!out) return NULL;
+  memcpy(out, v.p, v.n);
+  out[v.n] = 0;
+  return out;
 }
 
 static double score_text(span completion, span answer) {
