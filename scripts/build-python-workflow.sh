@@ -33,4 +33,19 @@ for extra in "$@"; do
 done
 mkdir -p "$(dirname "$out")"
 cd "$root"
-exec componentize-py -d "$root/wit" -w workflow componentize "${paths[@]}" "$module" -o "$out"
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+if componentize-py -d "$root/wit" -w workflow componentize "${paths[@]}" "$module" -o "$out" >"$log" 2>&1; then
+    cat "$log"
+    exit 0
+fi
+cat "$log" >&2
+# The module is imported at build time: say what an import failure means in the sandbox.
+if grep -q "ModuleNotFoundError\|ImportError" "$log"; then
+    missing="$(grep -o "No module named '[^']*'" "$log" | head -1)"
+    echo "$0: importing $module failed${missing:+ ($missing)}. Only pure-Python modules can run" >&2
+    echo "  in the sandbox: install them with 'pip install --target DIR PKG' and pass DIR as an extra" >&2
+    echo "  argument. Packages with C extensions (numpy, torch, tokenizers, ...) cannot be used in a" >&2
+    echo "  workflow; the host does tokenization (rollbox.tokenizer) and tensors (rollbox.tensor)." >&2
+fi
+exit 1
