@@ -9,6 +9,8 @@
 #   * the default model (scripts/fetch-model.sh, ~/.cache/rollbox/models);
 #   * the JavaScript component toolchain (componentize-js through jco, scripts/js-toolchain.sh,
 #     ~/.cache/rollbox/js-<versions>), exported as ROLLBOX_JS_MODULES for tests/build.rs;
+#   * a venv for the `rollbox` Python package's tests (maturin, numpy, pytest):
+#     ~/.cache/rollbox/venv-host-<python>-<hash of the pins>, exported as ROLLBOX_HOST_VENV;
 #   * the C component toolchain (wit-bindgen, zig, wasm-tools, the preview1 adapter;
 #     scripts/c-toolchain.sh, ~/.cache/rollbox/c-toolchain-<versions>; the first install
 #     compiles wit-bindgen-cli, ~6 min), exported as ROLLBOX_C_TOOLS.
@@ -41,3 +43,15 @@ ROLLBOX_JS_MODULES="$(scripts/js-toolchain.sh)"
 export ROLLBOX_JS_MODULES
 ROLLBOX_C_TOOLS="$(scripts/c-toolchain.sh)"
 export ROLLBOX_C_TOOLS
+
+# The `rollbox` Python package (python/, PyO3): built into this venv by scripts/test.sh.
+host_packages=("maturin==1.16.0" "numpy==2.3.5" "pytest==8.4.2")
+host_venv_key="$(python3 -c 'import sys; print("py%d%d" % sys.version_info[:2])')-$(printf '%s\n' "${host_packages[@]}" | sha256sum | cut -c1-12)"
+ROLLBOX_HOST_VENV="${ROLLBOX_HOST_VENV:-$HOME/.cache/rollbox/venv-host-$host_venv_key}"
+if [ ! -f "$ROLLBOX_HOST_VENV/.complete" ]; then
+    rm -rf "$ROLLBOX_HOST_VENV"
+    python3 -m venv "$ROLLBOX_HOST_VENV"
+    "$ROLLBOX_HOST_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${host_packages[@]}"
+    touch "$ROLLBOX_HOST_VENV/.complete"
+fi
+export ROLLBOX_HOST_VENV

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need into caches under ~/.cache/ (see
 # scripts/test-env.sh; skipped when present), then runs `cargo test --workspace` with any
-# extra arguments passed through, e.g. `scripts/test.sh -p rollbox-tests --test hostile`.
+# extra arguments passed through, e.g. `scripts/test.sh -p rollbox-tests --test hostile`, and
+# (without arguments) builds the `rollbox` Python package and runs its tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/test-env.sh
-exec cargo test --workspace "$@"
+cargo test --workspace "$@"
+# With no arguments, the `rollbox` Python package too: built into its venv (maturin develop,
+# the workspace's target directory), then its tests, which load the components built above.
+if [ $# -eq 0 ]; then
+    (cd python && VIRTUAL_ENV="$ROLLBOX_HOST_VENV" PATH="$ROLLBOX_HOST_VENV/bin:$PATH" maturin develop --quiet)
+    "$ROLLBOX_HOST_VENV/bin/python" -m pytest -q python/tests
+fi

@@ -4,9 +4,11 @@
 /// mimalloc keeps freed pages for reuse: batch buffers (tens of MiB, allocated and freed per
 /// batch) would otherwise be mmapped, page-faulted and zeroed afresh each time; that was
 /// two-thirds of concat-padded's time with glibc malloc (`rollbox-bench concat`).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+#[cfg(feature = "mimalloc")]
 unsafe extern "C" {
     /// mimalloc's `mi_collect` (in the library the `mimalloc` crate links).
     fn mi_collect(force: bool);
@@ -17,7 +19,10 @@ unsafe extern "C" {
 /// whole run (an idle `rollbox serve` held 100 MiB, 51 MiB after this).
 pub fn release_setup_memory() {
     // SAFETY: `mi_collect` only returns free pages to the OS; any thread may call it.
-    unsafe { mi_collect(true) }
+    #[cfg(feature = "mimalloc")]
+    unsafe {
+        mi_collect(true)
+    }
 }
 
 /// Turn transparent huge pages off for this process unless the engine keeps model weights in

@@ -1,0 +1,40 @@
+"""Type stubs of the native module (see python/src/lib.rs)."""
+
+from os import PathLike
+from typing import Any, Awaitable, Mapping
+
+import numpy as np
+
+class EpisodeError(RuntimeError):
+    """An episode failed; `kind` is the fault (`trap`, `timeout`, `guest_error`, ...)."""
+
+    kind: str
+
+class Host:
+    """A workflow component with its rewards and tools, ready to run episodes."""
+
+    def __init__(
+        self,
+        workflow: str | PathLike[str],
+        *,
+        rewards: Mapping[str, str | PathLike[str] | Mapping[str, Any]] | None = None,
+        tools: Mapping[str, str | PathLike[str] | Mapping[str, Any]] | None = None,
+        tokenizer: str | PathLike[str] | None = None,
+        engine: str | None = None,
+        config: Mapping[str, Any] | str | None = None,
+        limits: Mapping[str, Any] | None = None,
+    ) -> None: ...
+    def arun_episode(
+        self,
+        data: Mapping[str, Any],
+        engine: Any | None = None,
+        *,
+        report: bool = False,
+        sample_index: int = 0,
+        seed: int | None = None,
+    ) -> Awaitable[dict[str, np.ndarray] | None | tuple[dict[str, np.ndarray] | None, dict[str, Any]]]: ...
+    def set_version(self, version: int) -> None: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def sha256(self) -> str: ...

@@ -1,0 +1,168 @@
+"""`rollbox.Host` with a stub engine in the trainer's process: the conformance suite's recorded
+engine answers (tests/conformance/rlvr.json, recorded from AReaL 1.0.4's own RLVRWorkflow)
+served by an object with AReaL's `async agenerate`, through the Rust rlvr component and the
+sandboxed math reward, give AReaL's tensors bit for bit; bad input raises with the CLI's
+messages; an engine that raises fails the episode.
+
+Run by scripts/test.sh after `maturin develop` (ROLLBOX_* paths from tests/build.rs's output).
+"""
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rollbox
+
+ROOT = Path(__file__).resolve().parents[2]
+GUESTS = ROOT / "target" / "wasm-guests" / "wasm32-wasip2" / "guest"
+RLVR = GUESTS / "rollbox_workflow_rlvr.wasm"
+MATH = GUESTS / "rollbox_reward_math.wasm"
+TOKENIZER = Path(os.environ.get("ROLLBOX_MODEL_DIR", Path.home() / ".cache/rollbox/models")) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+FIXTURE = json.loads((ROOT / "tests" / "conformance" / "rlvr.json").read_text())
+DTYPES = {"i32": np.int32, "f32": np.float32, "bool": np.bool_}
+
+
+class StubEngine:
+    """AReaL's InferenceEngine contract: answers from recorded responses, by prompt."""
+
+    def __init__(self, records):
+        self.answers = {}
+        for r in records:
+            self.answers.setdefault(tuple(r["input_ids"]), []).append(r)
+        self.calls = []
+
+    async def agenerate(self, req):
+        self.calls.append(req)
+        await asyncio.sleep(0.001)  # a real await on the caller's loop
+        r = self.answers[tuple(req.input_ids)].pop(0)
+        return rollbox.ModelResponse(
+            input_tokens=list(req.input_ids),
+            output_tokens=r["output_tokens"],
+            output_logprobs=r["output_logprobs"],
+            output_versions=r["output_versions"],
+            stop_reason=r["stop_reason"],
+        )
+
+
+def host(**kw):
+    return rollbox.Host(
+        str(RLVR),
+        rewards={"math": str(MATH)},
+        tokenizer=str(TOKENIZER),
+        config=FIXTURE["config"],
+        **kw,
+    )
+
+
+def pad_concat(arrays, key):
+    """The group's rows joined as AReaL's concat_padded_tensors does (right-padded)."""
+    if arrays[0].ndim == 1:
+        return np.concatenate(arrays)
+    width = max(a.shape[1] for a in arrays)
+    fill = False if key == "attention_mask" else 0
+    return np.concatenate(
+        [np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill) for a in arrays]
+    )
+
+
+def test_the_callers_engine_gives_areals_tensors():
+    h = host()
+
+    async def group(case):
+        records = [s["record"] for s in case["samples"]]
+        engine = StubEngine(records)
+        # A group's samples share a prompt, so they run in order (the recorded answers are in
+        # sample order); the groups run concurrently.
+        outs = [await h.arun_episode(case["row"], engine=engine, sample_index=i) for i in range(len(records))]
+        assert len(engine.calls) == len(records)
+        return case, outs
+
+    async def main():
+        for case, outs in await asyncio.gather(*(group(c) for c in FIXTURE["cases"])):
+            for key, want in case["expected"].items():
+                got = pad_concat([o[key] for o in outs], key)
+                assert got.dtype == DTYPES[want["dtype"]], key
+                assert list(got.shape) == want["shape"], key
+                expected = np.array(want["data"], dtype=DTYPES[want["dtype"]]).reshape(want["shape"])
+                assert np.array_equal(got, expected), (case["name"], key)
+            # The engine's versions are kept (not the host's).
+            assert set(np.unique(np.concatenate([o["versions"][o["loss_mask"] == 1] for o in outs]))) <= {
+                v for s in case["samples"] for v in s["record"]["output_versions"]
+            }
+
+    asyncio.run(main())
+
+
+def test_reports_and_rejections():
+    h = host()
+    case = FIXTURE["cases"][0]
+    engine = StubEngine([case["samples"][0]["record"]])
+
+    async def main():
+        tensors, report = await h.arun_episode(case["row"], engine=engine, report=True)
+        assert report["outcome"] == "accepted"
+        assert report["generate_calls"] == 1
+        assert report["reward_calls"][0]["name"] == "math"
+        assert report["reward_calls"][0]["value"] == case["samples"][0]["reward"]
+        assert report["stats"] == [("reward", case["samples"][0]["reward"])]
+        assert tensors["input_ids"].dtype == np.int32 and tensors["input_ids"].shape[0] == 1
+
+    asyncio.run(main())
+
+
+def test_bad_input_raises_with_clear_messages():
+    with pytest.raises(ValueError, match="cannot read component"):
+        rollbox.Host(str(ROOT / "nope.wasm"))
+    with pytest.raises(ValueError, match="is this a reward component"):
+        rollbox.Host(str(MATH))  # a reward where a workflow belongs
+    with pytest.raises(ValueError, match="unknown option `colour`"):
+        rollbox.Host(str(RLVR), rewards={"math": f"{MATH},colour=blue"})
+    h = host()
+
+    async def main():
+        with pytest.raises(TypeError, match="has no `agenerate`"):
+            await h.arun_episode({"messages": []}, engine=object())
+        with pytest.raises(TypeError, match="needs engine="):
+            await h.arun_episode({"messages": []})
+
+        class Broken:
+            async def agenerate(self, req):
+                raise ConnectionError("sglang server went away")
+
+        with pytest.raises(rollbox.EpisodeError, match="sglang server went away") as e:
+            await h.arun_episode(FIXTURE["cases"][0]["row"], engine=Broken())
+        assert e.value.kind == "guest_error"
+
+    asyncio.run(main())
+
+
+def test_cancelling_the_task_stops_the_episode():
+    h = host()
+    started = asyncio.Event
+
+    class Slow:
+        def __init__(self):
+            self.started = None
+
+        async def agenerate(self, req):
+            self.started.set()
+            await asyncio.sleep(3600)
+
+    async def main():
+        engine = Slow()
+        engine.started = started()
+        task = asyncio.ensure_future(h.arun_episode(FIXTURE["cases"][0]["row"], engine=engine))
+        await asyncio.wait_for(engine.started.wait(), 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The host still runs episodes afterwards.
+        case = FIXTURE["cases"][3]
+        out = await h.arun_episode(case["row"], engine=StubEngine([case["samples"][0]["record"]]))
+        assert out["rewards"].shape == (1,)
+
+    asyncio.run(main())
