@@ -1,0 +1,75 @@
+"""`WasmWorkflow`: a rollbox component as an AReaL `RolloutWorkflow`.
+
+    from rollbox.areal import WasmWorkflow
+    workflow = WasmWorkflow(
+        "rlvr.wasm",
+        rewards={"math": "math.wasm"},
+        tokenizer="/path/to/tokenizer.json",
+        config={"reward": "math", "gconfig": {"max_new_tokens": 1024}},
+    )
+    # in place of RLVRWorkflow(...): trainer.train(workflow=workflow, ...)
+
+Every argument is a path, a string or a JSON-like dict, so AReaL's single-controller mode can
+send the workflow to each worker as an import string (`"rollbox.areal.WasmWorkflow"`) plus
+kwargs. Each worker process builds one `rollbox.Host` per distinct set of arguments (components
+compiled once, then cached on disk by content hash) and runs every episode in a fresh sandbox,
+generating through the engine AReaL passes to `arun_episode`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from ._native import Host
+
+try:
+    from areal.api import RolloutWorkflow
+except Exception:  # noqa: BLE001 - AReaL absent: the class still works as a plain object
+    RolloutWorkflow = object
+
+_HOSTS: dict[str, Host] = {}
+_LOCK = threading.Lock()
+
+
+def _host(kwargs: dict) -> Host:
+    key = json.dumps(kwargs, sort_keys=True, default=str)
+    with _LOCK:
+        host = _HOSTS.get(key)
+        if host is None:
+            args = dict(kwargs)
+            workflow = args.pop("workflow")
+            host = _HOSTS[key] = Host(workflow, **{k: v for k, v in args.items() if v is not None})
+        return host
+
+
+class WasmWorkflow(RolloutWorkflow):
+    """AReaL's `RolloutWorkflow` running a rollbox workflow component."""
+
+    def __init__(
+        self,
+        workflow: str,
+        rewards: dict[str, Any] | None = None,
+        tools: dict[str, Any] | None = None,
+        tokenizer: str | None = None,
+        config: dict[str, Any] | None = None,
+        limits: dict[str, Any] | None = None,
+    ):
+        self.kwargs = {
+            "workflow": str(workflow),
+            "rewards": rewards,
+            "tools": tools,
+            "tokenizer": None if tokenizer is None else str(tokenizer),
+            "config": config,
+            "limits": limits,
+        }
+        self.host = _host(self.kwargs)
+
+    async def arun_episode(self, engine, data: dict[str, Any]):
+        out = await self.host.arun_episode(data, engine=engine)
+        if out is None:
+            return None
+        import torch
+
+        return {k: torch.from_numpy(v) for k, v in out.items()}
