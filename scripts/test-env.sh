@@ -24,16 +24,27 @@ if [ -z "$libdir" ] || [ ! -d "$libdir" ] || ! rustup run "$toolchain" cargo cli
     rustup target add --toolchain "$toolchain" wasm32-wasip2
 fi
 
-# Python packages the tests use, pinned; the venv's name changes when this list changes.
+# A venv at $1 (unless already complete) with the pinned packages that follow.
+rollbox_pinned_venv() {
+    local dir="$1"
+    shift
+    if [ ! -f "$dir/.complete" ]; then
+        rm -rf "$dir"
+        python3 -m venv "$dir"
+        "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+        touch "$dir/.complete"
+    fi
+}
+# The cache name of a venv for the pinned packages given: Python's version and their hash, so
+# the name changes when the list changes.
+rollbox_venv_key() {
+    echo "$(python3 -c 'import sys; print("py%d%d" % sys.version_info[:2])')-$(printf '%s\n' "$@" | sha256sum | cut -c1-12)"
+}
+
+# Python packages the tests use, pinned.
 test_packages=("componentize-py==0.25.1" "safetensors==0.8.0" "numpy==2.3.5")
-test_venv_key="$(python3 -c 'import sys; print("py%d%d" % sys.version_info[:2])')-$(printf '%s\n' "${test_packages[@]}" | sha256sum | cut -c1-12)"
-ROLLBOX_TEST_VENV="${ROLLBOX_TEST_VENV:-$HOME/.cache/rollbox/venv-test-$test_venv_key}"
-if [ ! -f "$ROLLBOX_TEST_VENV/.complete" ]; then
-    rm -rf "$ROLLBOX_TEST_VENV"
-    python3 -m venv "$ROLLBOX_TEST_VENV"
-    "$ROLLBOX_TEST_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${test_packages[@]}"
-    touch "$ROLLBOX_TEST_VENV/.complete"
-fi
+ROLLBOX_TEST_VENV="${ROLLBOX_TEST_VENV:-$HOME/.cache/rollbox/venv-test-$(rollbox_venv_key "${test_packages[@]}")}"
+rollbox_pinned_venv "$ROLLBOX_TEST_VENV" "${test_packages[@]}"
 export ROLLBOX_TEST_VENV
 export PATH="$ROLLBOX_TEST_VENV/bin:$PATH"
 
@@ -46,12 +57,6 @@ export ROLLBOX_C_TOOLS
 
 # The `rollbox` Python package (python/, PyO3): built into this venv by scripts/test.sh.
 host_packages=("maturin==1.16.0" "numpy==2.3.5" "pytest==8.4.2")
-host_venv_key="$(python3 -c 'import sys; print("py%d%d" % sys.version_info[:2])')-$(printf '%s\n' "${host_packages[@]}" | sha256sum | cut -c1-12)"
-ROLLBOX_HOST_VENV="${ROLLBOX_HOST_VENV:-$HOME/.cache/rollbox/venv-host-$host_venv_key}"
-if [ ! -f "$ROLLBOX_HOST_VENV/.complete" ]; then
-    rm -rf "$ROLLBOX_HOST_VENV"
-    python3 -m venv "$ROLLBOX_HOST_VENV"
-    "$ROLLBOX_HOST_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${host_packages[@]}"
-    touch "$ROLLBOX_HOST_VENV/.complete"
-fi
+ROLLBOX_HOST_VENV="${ROLLBOX_HOST_VENV:-$HOME/.cache/rollbox/venv-host-$(rollbox_venv_key "${host_packages[@]}")}"
+rollbox_pinned_venv "$ROLLBOX_HOST_VENV" "${host_packages[@]}"
 export ROLLBOX_HOST_VENV
