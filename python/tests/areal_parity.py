@@ -1,7 +1,9 @@
 """AReaL's own RLVRWorkflow and rollbox's WasmWorkflow(rlvr.wasm) on the same rows and the
 same stub engine (AReaL's `agenerate` contract, answers recorded in the conformance suite):
-the torch tensors must be identical on every key. Needs the AReaL 1.0.4 venv and the built
-package on the path:
+the torch tensors must be identical on every key, episode by episode, and again through
+AReaL's own `WorkflowExecutor.rollout_batch` (its async runner thread and event loop, its
+staleness manager) with the engine's policy version changed between batches. Needs the AReaL
+1.0.4 venv and the built package on the path:
 
     PYTHONPATH=python ~/.cache/rollbox/areal-venv/bin/python python/tests/areal_parity.py
 """
@@ -31,15 +33,64 @@ FIXTURE = json.loads((ROOT / "tests/conformance/rlvr.json").read_text())
 
 
 class StubEngine:
-    def __init__(self, records):
-        self.records = list(records)
+    """AReaL's engine contract: `agenerate` answers each prompt with its recorded responses in
+    turn; `get_version` for the staleness manager; `version` (when set) restamps the tokens."""
+
+    def __init__(self, records, version=None):
+        self.answers = {}
+        for r in records:
+            self.answers.setdefault(tuple(r["input_ids"]), []).append(r)
+        self.version = version
+
+    def get_version(self):
+        return self.version or 0
 
     async def agenerate(self, req):
-        r = self.records.pop(0)
-        assert list(req.input_ids) == r["input_ids"]
+        r = self.answers[tuple(req.input_ids)].pop(0)
+        versions = r["output_versions"] if self.version is None else [self.version] * len(r["output_tokens"])
         return ModelResponse(input_tokens=list(req.input_ids), output_tokens=r["output_tokens"],
-                             output_logprobs=r["output_logprobs"], output_versions=r["output_versions"],
+                             output_logprobs=r["output_logprobs"], output_versions=versions,
                              stop_reason=r["stop_reason"])
+
+
+def executor_batches(areal_wf, wasm_wf):
+    """Both workflows through AReaL's WorkflowExecutor.rollout_batch, versions 3 then 5."""
+    from areal.api.cli_args import InferenceEngineConfig
+    from areal.infra.workflow_executor import WorkflowExecutor
+
+    rows = [case["row"] for case in FIXTURE["cases"] for _ in case["samples"]]
+    records = [s["record"] for case in FIXTURE["cases"] for s in case["samples"]]
+
+    def canon(trajs):
+        # The executor returns results in completion order, shuffled: compare as multisets.
+        out = []
+        for t in trajs:
+            key = tuple(t["input_ids"].flatten().tolist()) + tuple(t["versions"].flatten().tolist())
+            out.append((key, {k: v for k, v in t.items() if k != "is_truncated"}))
+        return sorted(out, key=lambda kv: kv[0])
+
+    n = 0
+    for version in (3, 5):
+        got = {}
+        for name, wf in (("areal", areal_wf), ("wasm", wasm_wf)):
+            engine = StubEngine(records, version=version)
+            ex = WorkflowExecutor(InferenceEngineConfig(consumer_batch_size=len(rows), max_concurrent_rollouts=8),
+                                  inference_engine=engine)
+            ex.initialize(train_data_parallel_size=1)
+            try:
+                got[name] = canon(ex.rollout_batch(rows, wf))
+            finally:
+                ex.destroy()
+        assert len(got["areal"]) == len(got["wasm"]) == len(rows)
+        for (ka, ta), (kw, tw) in zip(got["areal"], got["wasm"]):
+            assert ka == kw
+            assert ta.keys() == tw.keys(), (ta.keys(), tw.keys())
+            for key in ta:
+                assert ta[key].dtype == tw[key].dtype and torch.equal(ta[key], tw[key]), key
+            out = tw["versions"][tw["loss_mask"] == 1]
+            assert bool((out == version).all()), "the engine's version stamps every output token"
+            n += 1
+    return n
 
 
 async def main():
@@ -65,8 +116,11 @@ async def main():
                 assert torch.equal(w[key], t), (case["name"], key)
             n += 1
     print(f"{n} episodes: WasmWorkflow(rlvr.wasm) == AReaL RLVRWorkflow on every AReaL key")
+    return areal_wf, wasm_wf
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    areal_wf, wasm_wf = asyncio.run(main())
+    n = executor_batches(areal_wf, wasm_wf)
+    print(f"{n} episodes through AReaL's WorkflowExecutor.rollout_batch (versions 3, 5): equal")
     sys.exit(0)
