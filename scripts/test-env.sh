@@ -9,7 +9,7 @@
 #   * the default model (scripts/fetch-model.sh, ~/.cache/rollbox/models);
 #   * the JavaScript component toolchain (componentize-js through jco, scripts/js-toolchain.sh,
 #     ~/.cache/rollbox/js-<versions>), exported as ROLLBOX_JS_MODULES for tests/build.rs;
-#   * a venv for the `rollbox` Python package's tests (maturin, numpy, pytest):
+#   * a venv for the `rollbox` Python package's tests (maturin, numpy, pytest, ray):
 #     ~/.cache/rollbox/venv-host-<python>-<hash of the pins>, exported as ROLLBOX_HOST_VENV;
 #   * the C component toolchain (wit-bindgen, zig, wasm-tools, the preview1 adapter;
 #     scripts/c-toolchain.sh, ~/.cache/rollbox/c-toolchain-<versions>; the first install
@@ -56,7 +56,7 @@ ROLLBOX_C_TOOLS="$(scripts/c-toolchain.sh)"
 export ROLLBOX_C_TOOLS
 
 # The `rollbox` Python package (python/, PyO3): built into this venv by scripts/test.sh.
-host_packages=("maturin==1.16.0" "numpy==2.3.5" "pytest==8.4.2")
+host_packages=("maturin==1.16.0" "numpy==2.3.5" "pytest==8.4.2" "ray==2.60.0")
 ROLLBOX_HOST_VENV="${ROLLBOX_HOST_VENV:-$HOME/.cache/rollbox/venv-host-$(rollbox_venv_key "${host_packages[@]}")}"
 rollbox_pinned_venv "$ROLLBOX_HOST_VENV" "${host_packages[@]}"
 export ROLLBOX_HOST_VENV
