@@ -119,7 +119,30 @@ async def main():
     return areal_wf, wasm_wf
 
 
+def single_controller_kwargs():
+    """As AReaL's single-controller mode builds it on a worker: the import string plus
+    serialisable kwargs, with the gconfig of AReaL's own GenerationHyperparameters."""
+    import dataclasses
+
+    from areal.utils.dynamic_import import import_from_string
+
+    gconfig = dataclasses.asdict(GenerationHyperparameters(max_new_tokens=24, temperature=0.7))
+    kwargs = {
+        "workflow": str(GUESTS / "rollbox_workflow_rlvr.wasm"),
+        "rewards": {"math": str(GUESTS / "rollbox_reward_math.wasm")},
+        "tokenizer": str(MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf"),
+        "config": {"reward": "math", "gconfig": gconfig, "enable_thinking": False},
+    }
+    json.dumps(kwargs)  # what the controller sends over RPC
+    wf = import_from_string("rollbox.areal.WasmWorkflow")(**kwargs)
+    case = FIXTURE["cases"][0]
+    out = asyncio.run(wf.arun_episode(StubEngine([case["samples"][0]["record"]]), case["row"]))
+    assert float(out["rewards"][0]) == case["samples"][0]["reward"]
+    print("rollbox.areal.WasmWorkflow built from an import string and JSON kwargs: ran")
+
+
 if __name__ == "__main__":
+    single_controller_kwargs()
     areal_wf, wasm_wf = asyncio.run(main())
     n = executor_batches(areal_wf, wasm_wf)
     print(f"{n} episodes through AReaL's WorkflowExecutor.rollout_batch (versions 3, 5): equal")
