@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -36,17 +37,30 @@ class StubEngine:
     """AReaL's engine contract: `agenerate` answers each prompt with its recorded responses in
     turn; `get_version` for the staleness manager; `version` (when set) restamps the tokens."""
 
-    def __init__(self, records, version=None):
+    def __init__(self, records, version=None, cycle=False):
         self.answers = {}
         for r in records:
             self.answers.setdefault(tuple(r["input_ids"]), []).append(r)
         self.version = version
+        self.cycle = cycle
+        self.paused = False
+        self.calls = 0
 
     def get_version(self):
         return self.version or 0
 
     async def agenerate(self, req):
-        r = self.answers[tuple(req.input_ids)].pop(0)
+        # A paused engine holds requests until it resumes, as AReaL's does during a weight
+        # update; tokens carry the version current when they are produced.
+        while self.paused:
+            await asyncio.sleep(0.001)
+        if self.cycle:
+            await asyncio.sleep(0.002)
+        self.calls += 1
+        queue = self.answers[tuple(req.input_ids)]
+        r = queue.pop(0)
+        if self.cycle:
+            queue.append(r)
         versions = r["output_versions"] if self.version is None else [self.version] * len(r["output_tokens"])
         return ModelResponse(input_tokens=list(req.input_ids), output_tokens=r["output_tokens"],
                              output_logprobs=r["output_logprobs"], output_versions=versions,
@@ -141,9 +155,52 @@ def single_controller_kwargs():
     print("rollbox.areal.WasmWorkflow built from an import string and JSON kwargs: ran")
 
 
+def pause_and_resume(areal_wf, wasm_wf):
+    """The engine pauses in the middle of a batch, its version moves 3 -> 9, it resumes: every
+    trajectory carries one version on all its output tokens, both versions occur, for both
+    workflows, through AReaL's WorkflowExecutor."""
+    import threading
+
+    from areal.api.cli_args import InferenceEngineConfig
+    from areal.infra.workflow_executor import WorkflowExecutor
+
+    rows = [case["row"] for case in FIXTURE["cases"] for _ in case["samples"]] * 8
+    records = [s["record"] for case in FIXTURE["cases"] for s in case["samples"]]
+    for name, wf in (("areal", areal_wf), ("wasm", wasm_wf)):
+        engine = StubEngine(records, version=3, cycle=True)
+        ex = WorkflowExecutor(InferenceEngineConfig(consumer_batch_size=len(rows), max_concurrent_rollouts=4,
+                                                    max_head_offpolicyness=10**6),
+                              inference_engine=engine)
+        ex.initialize(train_data_parallel_size=1)
+        out = []
+        try:
+            t = threading.Thread(target=lambda: out.extend(ex.rollout_batch(rows, wf)))
+            t.start()
+            while engine.calls < len(rows) // 4:
+                time.sleep(0.001)
+            engine.paused = True
+            time.sleep(0.2)  # requests arriving now wait
+            engine.version = 9
+            engine.paused = False
+            t.join(120)
+        finally:
+            ex.destroy()
+        assert len(out) == len(rows), (name, len(out))
+        seen = set()
+        for traj in out:
+            v = set(traj["versions"][traj["loss_mask"] == 1].tolist())
+            assert len(v) == 1, (name, v)
+            seen |= v
+        assert seen == {3, 9}, (name, seen)
+    return len(rows)
+
+
 if __name__ == "__main__":
     single_controller_kwargs()
     areal_wf, wasm_wf = asyncio.run(main())
     n = executor_batches(areal_wf, wasm_wf)
     print(f"{n} episodes through AReaL's WorkflowExecutor.rollout_batch (versions 3, 5): equal")
+    n = pause_and_resume(areal_wf, wasm_wf)
+    print(f"{n} episodes per workflow with the engine paused mid-batch and moved 3 -> 9: "
+          "one version per trajectory, both versions seen")
     sys.exit(0)
