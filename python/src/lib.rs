@@ -6,7 +6,8 @@
 //! awaited from Rust on the caller's event loop (the GIL released while Rust waits), so the
 //! trainer's own SGLang/vLLM client, version stamping and pauses apply ([`PyEngine`]). A spec
 //! string (`replay:FILE`, `sglang:URL`, `embedded`) selects one of rollbox's own backends
-//! instead. Tensors come back as numpy arrays built from the host's buffers (no copy).
+//! instead. Tensors come back as numpy arrays that own the data read out of the host tensors
+//! (one copy; `torch.from_numpy` shares it).
 
 mod engine;
 mod report;

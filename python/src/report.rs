@@ -1,6 +1,6 @@
-//! An episode's report as Python values: the tensor dict as numpy arrays (sharing the host's
-//! buffers), None for a rejection, `EpisodeError` for a failure; with `report=True`, the
-//! accounting too.
+//! An episode's report as Python values: the tensor dict as numpy arrays (each owning the
+//! vector read out of the host tensor, without a further copy), None for a rejection,
+//! `EpisodeError` for a failure; with `report=True`, the accounting too.
 
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
