@@ -1,4 +1,6 @@
-//! JSONL datasets: one JSON object per line, the workflow's `data`.
+//! Datasets: JSONL (one JSON object per line, the workflow's `data`) or a JSON array. A line
+//! that cannot be a row (invalid JSON or UTF-8, not an object, over [`MAX_ROW_BYTES`]) is a
+//! [`BadRow`] with its number and reason.
 
 use std::path::Path;
 
@@ -79,22 +81,52 @@ pub fn parse_rows(
         }
         return Ok((rows, bad));
     }
+    parse_lines(text.as_bytes(), on_bad, source)
+}
+
+/// The longest line read as a row; a longer one is a bad row (a dataset written wrongly, or a
+/// file that is not a dataset), reported with its length instead of being parsed.
+pub const MAX_ROW_BYTES: usize = 16 << 20;
+
+/// JSONL from bytes: each line is checked on its own, so invalid UTF-8 or an over-long line
+/// is one bad row (with its line number and the reason), not a failed dataset.
+fn parse_lines(
+    bytes: &[u8],
+    on_bad: OnBadRow,
+    source: &str,
+) -> anyhow::Result<(Vec<Row>, Vec<BadRow>)> {
     let mut rows = Vec::new();
     let mut bad = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+    for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if raw.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let error = match serde_json::from_str::<serde_json::Value>(line) {
-            Ok(v) if v.is_object() => {
+        let line = if raw.len() > MAX_ROW_BYTES {
+            Err(format!(
+                "the line is {} bytes, over the {} MiB limit for a row",
+                raw.len(),
+                MAX_ROW_BYTES >> 20
+            ))
+        } else {
+            std::str::from_utf8(raw).map_err(|e| {
+                format!(
+                    "invalid UTF-8 at byte {} of the line; re-encode the file as UTF-8",
+                    e.valid_up_to()
+                )
+            })
+        };
+        let error = match line.map(serde_json::from_str::<serde_json::Value>) {
+            Err(reason) => reason,
+            Ok(Ok(v)) if v.is_object() => {
                 rows.push(Row {
                     index: i,
                     data: JsonText::from(&v),
                 });
                 continue;
             }
-            Ok(_) => "not a JSON object".to_string(),
-            Err(e) => format!("invalid JSON: {e}"),
+            Ok(Ok(_)) => "not a JSON object".to_string(),
+            Ok(Err(e)) => format!("invalid JSON: {e}"),
         };
         if on_bad == OnBadRow::Fatal {
             anyhow::bail!(
@@ -110,9 +142,14 @@ pub fn parse_rows(
 
 /// Read a JSONL file or a JSON array file.
 pub fn read_rows(path: &Path, on_bad: OnBadRow) -> anyhow::Result<(Vec<Row>, Vec<BadRow>)> {
-    let text = std::fs::read_to_string(path)
+    let bytes = std::fs::read(path)
         .map_err(|e| anyhow::anyhow!("reading the dataset {}: {e}", path.display()))?;
-    parse_rows(&text, on_bad, &path.display().to_string())
+    let source = path.display().to_string();
+    match std::str::from_utf8(&bytes) {
+        Ok(text) => parse_rows(text, on_bad, &source),
+        // Not UTF-8 as a whole: line by line, so only the lines that are not become bad rows.
+        Err(_) => parse_lines(&bytes, on_bad, &source),
+    }
 }
 
 #[cfg(test)]
@@ -135,6 +172,43 @@ mod tests {
             err.to_string().starts_with("d.jsonl:3: invalid JSON"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn invalid_utf8_and_overlong_lines_are_bad_rows_with_reasons() {
+        let mut bytes = b"{\"a\": 1}\n{\"b\": \"\xff\xfe\"}\n".to_vec();
+        bytes.extend_from_slice(b"{\"c\": \"");
+        bytes.extend(std::iter::repeat_n(b'x', MAX_ROW_BYTES));
+        bytes.extend_from_slice(b"\"}\r\n{\"d\": 4}\r\n");
+        let (rows, bad) = parse_lines(&bytes, OnBadRow::Skip, "d.jsonl").expect("skip");
+        assert_eq!(rows.iter().map(|r| r.index).collect::<Vec<_>>(), [0, 3]);
+        assert_eq!(rows[1].data.as_str(), r#"{"d":4}"#);
+        assert_eq!(bad.len(), 2);
+        assert_eq!(bad[0].line, 2);
+        assert!(
+            bad[0].error.contains("invalid UTF-8 at byte 7"),
+            "{}",
+            bad[0].error
+        );
+        assert_eq!(bad[1].line, 3);
+        assert!(
+            bad[1].error.contains("over the 16 MiB limit"),
+            "{}",
+            bad[1].error
+        );
+        let e = parse_lines(&bytes, OnBadRow::Fatal, "d.jsonl")
+            .expect_err("fatal")
+            .to_string();
+        assert!(e.starts_with("d.jsonl:2: invalid UTF-8"), "{e}");
+
+        // Through a file: the same rows, the file read once.
+        let dir = std::env::temp_dir().join(format!("rollbox-dataset-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("d.jsonl");
+        std::fs::write(&path, &bytes).expect("write");
+        let (rows, bad) = read_rows(&path, OnBadRow::Skip).expect("read");
+        assert_eq!((rows.len(), bad.len()), (2, 2));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
