@@ -230,7 +230,10 @@ fn rollout_on_the_embedded_model_resumes_after_kill() {
         })
         .collect();
     let dataset = tmp.path().join("rows.jsonl");
-    std::fs::write(&dataset, rows + "{broken\n").expect("dataset");
+    // Line 7 is not JSON, line 8 not UTF-8: both reported and skipped, the rest runs.
+    let mut bytes = (rows + "{broken\n").into_bytes();
+    bytes.extend_from_slice(b"{\"messages\": \"\xff\"}\n");
+    std::fs::write(&dataset, bytes).expect("dataset");
     let dataset = dataset.display().to_string();
     let reward = format!("math={}", c::REWARD_MATH);
     let full = tmp.path().join("full");
@@ -251,6 +254,9 @@ fn rollout_on_the_embedded_model_resumes_after_kill() {
     let stats: Value = serde_json::from_slice(&out.stdout).expect("--json stats");
     assert_eq!(stats["episodes"]["accepted"], 12);
     assert_eq!(stats["bad_rows"][0]["line"], 7);
+    assert_eq!(stats["bad_rows"][1]["line"], 8);
+    let utf8 = stats["bad_rows"][1]["error"].as_str().unwrap_or_default();
+    assert!(utf8.contains("invalid UTF-8"), "{utf8}");
     assert_eq!(stats["batches"], 6);
     let reference = trajectories(&full);
     assert_eq!(reference.len(), 12);
