@@ -173,8 +173,8 @@ impl Host {
                 services,
             )?;
             args.register(&runtime)?;
-            let wf = runtime
-                .load_workflow(&workflow)
+            let wf = rollbox::builtin::resolve("workflow", &workflow)
+                .and_then(|path| runtime.load_workflow(&path))
                 .map_err(|e| e.context(format!("loading the workflow {}", workflow.display())))?;
             Ok((runtime, wf, py_engine))
         };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rollbox_engines::InferenceBackend;
-use rollbox_rollout::dataset::{OnBadRow, parse_rows};
+use rollbox_rollout::dataset::Dataset;
 use rollbox_rollout::group::{Filter, Normalization};
 use rollbox_rollout::output::OutputDir;
 use rollbox_rollout::{Rollout, RolloutOptions, Stats};
@@ -28,7 +28,7 @@ async fn roll(
             .load_workflow(Path::new(c::SCRIPTED))
             .expect("loads"),
     );
-    let (rows, bad) = parse_rows(rows, OnBadRow::Skip, "rows.jsonl").expect("rows");
+    let dataset = Dataset::from_bytes(rows.as_bytes(), "rows.jsonl");
     let rollout = Rollout {
         runtime,
         workflow,
@@ -38,7 +38,7 @@ async fn roll(
     };
     let mut dir = OutputDir::open(out).expect("out dir");
     rollout
-        .run(rows, bad, &mut dir, &mut |_| {})
+        .run(dataset, &mut dir, &mut |_| {})
         .await
         .expect("run")
 }
@@ -138,7 +138,7 @@ async fn incomplete_groups_are_kept_with_their_size_or_dropped() {
     assert_eq!(s.episodes.get("guest_error"), Some(&1), "{:?}", s.episodes);
     assert_eq!(s.groups_kept, 3);
     assert_eq!(s.groups_dropped.get("no_accepted_episodes"), Some(&1));
-    assert_eq!(s.bad_rows.len(), 1);
+    assert_eq!((s.bad_rows.len(), s.bad_rows_total), (1, 1));
     assert_eq!(s.bad_rows[0].line, 5);
     let l = lines(keep.path());
     let row0: Vec<&Value> = l.iter().filter(|x| x["row"] == 0).collect();
@@ -188,7 +188,7 @@ async fn incomplete_groups_are_kept_with_their_size_or_dropped() {
     );
     let reopened = OutputDir::open(drop.path()).expect("reopen");
     assert_eq!(
-        reopened.done_rows.iter().copied().collect::<Vec<_>>(),
+        reopened.done_rows.iter().collect::<Vec<_>>(),
         vec![0, 1, 2, 3]
     );
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use rollbox_engines::StopReason;
 use rollbox_engines::testing::FakeBackend;
 use rollbox_rollout::OutputDir;
+use rollbox_rollout::dataset::Dataset;
 use rollbox_runtime::{Runtime, RuntimeConfig, Services};
 
 use crate::RlvrArgs;
@@ -96,7 +97,10 @@ pub async fn rollout(setup: &RolloutSetup, rows: usize, in_flight: &[usize]) -> 
         let cpu0 = cpu_seconds();
         let rows = data.clone();
         // As `rollbox rollout` runs it: the controller as a task on the runtime's workers.
-        let s = tokio::spawn(async move { r.run(rows, Vec::new(), &mut out, &mut |_| {}).await })
+        let s =
+            tokio::spawn(
+                async move { r.run(Dataset::from_rows(rows), &mut out, &mut |_| {}).await },
+            )
             .await??;
         let cpu = cpu_seconds() - cpu0;
         let episodes: usize = s.episodes.values().sum();
@@ -154,7 +158,8 @@ pub async fn soak(
         })
     };
     let s =
-        tokio::spawn(async move { r.run(data, Vec::new(), &mut out, &mut |_| {}).await }).await??;
+        tokio::spawn(async move { r.run(Dataset::from_rows(data), &mut out, &mut |_| {}).await })
+            .await??;
     sampling.store(false, std::sync::atomic::Ordering::Relaxed);
     let max_rss = sampler.await?;
     let wall = start.elapsed().as_secs_f64();

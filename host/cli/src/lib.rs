@@ -3,7 +3,9 @@
 //! pages). The `rollbox` binary (`main.rs`) parses and dispatches; `rollbox-bench`
 //! (`host/bench`) reuses the setup code.
 
+pub mod builtin;
 pub mod cmd;
 pub mod config_file;
 pub mod limits;
+pub mod model;
 pub mod process;

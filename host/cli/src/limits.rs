@@ -97,9 +97,18 @@ pub struct Registration {
 pub fn parse_registration(s: &str) -> anyhow::Result<Registration> {
     let mut parts = s.split(',');
     let head = parts.next().unwrap_or_default();
-    let Some((name, path)) = head.split_once('=') else {
-        bail!("`{s}` should be NAME=PATH[,timeout=15s,retries=3,memory=256MiB,fuel=N]");
-    };
+    // `NAME` alone: the built-in component of that name (a name, not a path).
+    let bare = !head.contains('=')
+        && head
+            .trim()
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let (name, path) = head.split_once('=').unwrap_or((head, head));
+    if name.trim().is_empty() || path.trim().is_empty() || !(bare || head.contains('=')) {
+        bail!(
+            "`{s}` should be NAME=PATH or a built-in's NAME [,timeout=15s,retries=3,memory=256MiB,fuel=N]"
+        );
+    }
     let mut limits = Limits::untrusted_call();
     let mut retries = 3;
     for opt in parts {
@@ -217,6 +226,13 @@ mod tests {
         assert_eq!(d.policy.retries, 3);
         assert_eq!(d.policy.limits.timeout, Duration::from_secs(15));
         assert!(parse_registration("x.wasm").is_err());
+        // A built-in's name alone registers it under that name.
+        let b = parse_registration("math,timeout=5s").expect("a built-in");
+        assert_eq!(
+            (b.name.as_str(), b.path.clone()),
+            ("math", PathBuf::from("math"))
+        );
+        assert_eq!(b.policy.limits.timeout, Duration::from_secs(5));
         assert!(parse_registration("m=x.wasm,colour=red").is_err());
     }
 

@@ -19,6 +19,10 @@ struct Cli {
 enum Command {
     /// Print the world a component targets, its imports and exports, size and sha256.
     Inspect(cmd::inspect::InspectArgs),
+    /// List the components built into rollbox (selectable by name), with their sha256.
+    Components(cmd::components::ComponentsArgs),
+    /// Make a new component project (workflow, reward or tool; Rust or Python) that builds.
+    New(cmd::new::NewArgs),
     /// Run one episode of a workflow component and print the returned tensors or the error.
     Run(Box<cmd::run::RunArgs>),
     /// The main job: a JSONL dataset through a workflow, GRPO groups, safetensors batches.
@@ -33,7 +37,9 @@ impl Command {
         match self {
             Command::Rollout(a) => a.setup.config_file.as_deref(),
             Command::Serve(a) => a.setup.config_file.as_deref(),
-            Command::Inspect(_) | Command::Run(_) => None,
+            Command::Inspect(_) | Command::Components(_) | Command::New(_) | Command::Run(_) => {
+                None
+            }
         }
     }
 }
@@ -59,6 +65,8 @@ fn main() -> ExitCode {
         rollbox::process::tokio_runtime()?.block_on(async move {
             match cli.command {
                 Command::Inspect(a) => cmd::inspect::run(a).map(|()| ExitCode::SUCCESS),
+                Command::Components(a) => cmd::components::run(a).map(|()| ExitCode::SUCCESS),
+                Command::New(a) => cmd::new::run(a).map(|()| ExitCode::SUCCESS),
                 Command::Run(a) => cmd::run::run(*a).await,
                 Command::Rollout(a) => cmd::rollout::run(*a).await.map(|()| ExitCode::SUCCESS),
                 Command::Serve(a) => cmd::serve::run(*a).await.map(|()| ExitCode::SUCCESS),

@@ -130,7 +130,7 @@ impl Writer {
                 .map_err(|e| anyhow::anyhow!("the batch writer thread failed: {e}"))??;
         }
         out.committed();
-        tally.rewards.extend(w.account.rewards);
+        tally.add_rewards(&w.account.rewards);
         tally.truncated += w.account.truncated;
         tally.stats.trajectories += w.account.trajectories;
         tally.stats.batches += 1;

@@ -14,7 +14,7 @@ use rollbox_tokenizer::HostTokenizer;
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::batch::{Kept, KeptGroup, Writer};
-use crate::dataset::{BadRow, Row};
+use crate::dataset::{Dataset, Row};
 use crate::group::{self, DropReason, Schema};
 use crate::options::{RolloutOptions, episode_seed};
 use crate::sink::BatchSink;
@@ -44,11 +44,12 @@ struct GroupResult {
 }
 
 impl Rollout {
-    /// Run `rows` (skipping those `out` already holds), writing batches to `out`.
+    /// Run the dataset's rows (skipping those `out` already holds), writing batches to `out`.
+    /// Rows are read as the run has room for them, so memory does not grow with the
+    /// dataset; bad lines are counted in the stats as they are read.
     pub async fn run(
         &self,
-        rows: Vec<Row>,
-        bad_rows: Vec<BadRow>,
+        mut dataset: Dataset,
         out: &mut dyn BatchSink,
         progress: &mut (dyn FnMut(&Progress) + Send),
     ) -> anyhow::Result<Stats> {
@@ -58,20 +59,13 @@ impl Rollout {
         anyhow::ensure!(o.n_samples > 0, "--n-samples must be at least 1");
         anyhow::ensure!(o.batch_size > 0, "--batch-size must be at least 1");
         let mut tally = Tally::default();
-        tally.stats.rows_in_dataset = rows.len();
-        tally.stats.bad_rows = bad_rows;
-        let before = rows.len();
-        let mut todo: Vec<Row> = rows
-            .into_iter()
-            .filter(|r| !out.done_rows().contains(&r.index))
-            .collect();
-        tally.stats.rows_already_done = before - todo.len();
-        if let Some(max) = o.max_rows {
-            todo.truncate(max);
-        }
-        tally.stats.rows_run = todo.len();
+        let max_rows = o.max_rows.unwrap_or(usize::MAX);
         let mut p = Progress {
-            rows_total: todo.len(),
+            rows_total: dataset
+                .rows_hint()
+                .unwrap_or(0)
+                .saturating_sub(out.done_rows().len())
+                .min(max_rows),
             ..Progress::default()
         };
         let config = JsonText::from(&o.config);
@@ -83,7 +77,8 @@ impl Rollout {
             max_head_offpolicyness: o.max_head_offpolicyness,
             ..Staleness::default()
         };
-        let mut queue = todo.into_iter().peekable();
+        // The next row to run, read ahead by one so the end of the dataset is known.
+        let mut next = next_row(&mut dataset, out, &mut tally, max_rows)?;
         let mut pending: Vec<KeptGroup> = Vec::new();
         let mut writer = Writer::default();
         let mut schema = None;
@@ -92,10 +87,11 @@ impl Rollout {
             // Refill first: groups finished while the last result was processed are replaced
             // before any batch work, so the workers are not left without episodes.
             let version = i64::from(self.runtime.services().version());
-            while queue.peek().is_some() && staleness.capacity(version) > 0 {
-                let Some(row) = queue.next() else { break };
+            while next.is_some() && staleness.capacity(version) > 0 {
+                let Some(row) = next.take() else { break };
                 staleness.running += 1;
                 self.spawn_group(row, &config, episodes.clone(), tx.clone());
+                next = next_row(&mut dataset, out, &mut tally, max_rows)?;
             }
             if pending.len() >= o.batch_size {
                 writer
@@ -114,7 +110,7 @@ impl Rollout {
                 }
             }
             if staleness.running == 0 {
-                if queue.peek().is_none() {
+                if next.is_none() {
                     break;
                 }
                 anyhow::bail!(
@@ -245,7 +241,8 @@ impl Rollout {
                 tally.admitted_ms.push(a.as_secs_f64() * 1e3);
             }
             let reward_us: u64 = r.reward_calls.iter().map(|c| c.wall_us).sum();
-            tally.reward_ms.push(reward_us as f64 / 1e3);
+            tally.reward_ms.0 += reward_us as f64 / 1e3;
+            tally.reward_ms.1 += 1;
             tally.stats.reward_timeouts += r.reward_calls.iter().filter(|c| c.timed_out).count();
             match &r.outcome {
                 EpisodeOutcome::Accepted(t) => {
@@ -309,4 +306,33 @@ impl Rollout {
         }
         Ok(out)
     }
+}
+
+/// The next row to run: rows `out` already holds are counted and passed over, bad lines
+/// counted; `None` at the end of the dataset or once `max_rows` rows were started.
+fn next_row(
+    dataset: &mut Dataset,
+    out: &dyn BatchSink,
+    tally: &mut Tally,
+    max_rows: usize,
+) -> anyhow::Result<Option<Row>> {
+    while tally.stats.rows_run < max_rows {
+        match dataset.next_entry()? {
+            None => return Ok(None),
+            Some(Err(bad)) => {
+                tracing::warn!("{}: {}; skipped", dataset.place(bad.line), bad.error);
+                tally.bad_row(bad);
+            }
+            Some(Ok(row)) => {
+                tally.stats.rows_in_dataset += 1;
+                if out.done_rows().contains(row.index) {
+                    tally.stats.rows_already_done += 1;
+                } else {
+                    tally.stats.rows_run += 1;
+                    return Ok(Some(row));
+                }
+            }
+        }
+    }
+    Ok(None)
 }

@@ -1,7 +1,14 @@
-//! Datasets: JSONL (one JSON object per line, the workflow's `data`) or a JSON array. A line
-//! that cannot be a row (invalid JSON or UTF-8, not an object, over [`MAX_ROW_BYTES`]) is a
-//! [`BadRow`] with its number and reason.
+//! Datasets, read a row at a time: JSONL (one JSON object per line, the workflow's `data`),
+//! a JSON array of objects, or Parquet (verl's RL layout, Hugging Face `datasets` exports;
+//! nested columns become JSON objects and lists). A line or element that cannot be a row
+//! (invalid JSON or UTF-8, not an object, over [`MAX_ROW_BYTES`]) is a [`BadRow`] with its
+//! number and reason.
+//!
+//! JSONL and Parquet files are streamed: memory holds one line (or one Parquet row group's
+//! pages), whatever the file's size. A JSON array is read whole.
 
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read as _};
 use std::path::Path;
 
 use rollbox_runtime::JsonText;
@@ -10,7 +17,8 @@ use serde::Serialize;
 /// One dataset row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    /// 0-based line number in the file; the row's identity in outputs and on resume.
+    /// 0-based line number in the file (element number in a JSON array, row number in a
+    /// Parquet file); the row's identity in outputs and on resume.
     pub index: usize,
     /// The row's JSON object, as compact text shared by the row's episodes (a parsed value
     /// would take several times the memory for every row waiting its turn).
@@ -20,7 +28,8 @@ pub struct Row {
 /// A line that is not a JSON object.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BadRow {
-    /// 1-based line number, as editors show it.
+    /// 1-based line number, as editors show it (element or row number for JSON arrays and
+    /// Parquet).
     pub line: usize,
     /// What is wrong.
     pub error: String,
@@ -47,114 +56,386 @@ impl std::str::FromStr for OnBadRow {
     }
 }
 
-/// Parse a dataset: JSONL (blank lines are ignored; every other line must be a JSON object),
-/// or a JSON array of objects as `datasets`' `to_json(lines=False)` writes it (a row's index,
-/// and a bad row's `line`, are then its element number).
+/// The longest line read as a row; a longer one is a bad row (a dataset written wrongly, or a
+/// file that is not a dataset), reported with its length instead of being read into memory.
+pub const MAX_ROW_BYTES: usize = 16 << 20;
+
+/// What a dataset yields: a row, or a line that is not one.
+pub type Entry = Result<Row, BadRow>;
+
+/// A dataset being read: [`Dataset::next_entry`] until `None`.
+pub struct Dataset {
+    source: Source,
+    /// The file, for messages.
+    name: String,
+    rows_hint: Option<usize>,
+}
+
+enum Source {
+    Entries(std::vec::IntoIter<Entry>),
+    Lines(Lines<BufReader<File>>),
+    Parquet(Box<ParquetRows>),
+}
+
+impl Dataset {
+    /// Open a dataset file: Parquet (by its `PAR1` magic), a JSON array (first character `[`
+    /// and the whole file one array), else JSONL. With [`OnBadRow::Fatal`] the file is read
+    /// once through first and the first bad line is the error, so nothing runs.
+    pub fn open(path: &Path, on_bad: OnBadRow) -> anyhow::Result<Dataset> {
+        let dataset = Dataset::open_file(path)?;
+        if on_bad == OnBadRow::Fatal {
+            let mut check = Dataset::open_file(path)?;
+            while let Some(entry) = check.next_entry()? {
+                if let Err(bad) = entry {
+                    anyhow::bail!(
+                        "{}: {}; fix it or pass --on-bad-row skip",
+                        check.place(bad.line),
+                        bad.error
+                    );
+                }
+            }
+        }
+        Ok(dataset)
+    }
+
+    fn open_file(path: &Path) -> anyhow::Result<Dataset> {
+        let name = path.display().to_string();
+        let reading = |e: std::io::Error| anyhow::anyhow!("reading the dataset {name}: {e}");
+        let mut file = File::open(path).map_err(reading)?;
+        let mut head = [0u8; 4];
+        let n = read_up_to(&mut file, &mut head).map_err(reading)?;
+        if head[..n] == *b"PAR1" {
+            let rows = ParquetRows::open(file, &name)?;
+            return Ok(Dataset {
+                rows_hint: Some(rows.total),
+                source: Source::Parquet(Box::new(rows)),
+                name,
+            });
+        }
+        let mut reader = BufReader::with_capacity(1 << 16, File::open(path).map_err(reading)?);
+        if first_non_space(&mut reader).map_err(reading)? == Some(b'[') {
+            // A JSON array (or JSONL whose first line is an array): read whole.
+            let mut bytes = Vec::new();
+            reader.read_to_end(&mut bytes).map_err(reading)?;
+            return Ok(Dataset::from_bytes(&bytes, &name));
+        }
+        let lines = count_lines(path).map_err(reading)?;
+        // Afresh: the peek consumed leading blank lines, which count in line numbers.
+        let reader = BufReader::with_capacity(1 << 16, File::open(path).map_err(reading)?);
+        Ok(Dataset {
+            source: Source::Lines(Lines::new(reader)),
+            name,
+            rows_hint: Some(lines),
+        })
+    }
+
+    /// Rows held in memory (`rollbox serve`'s requests, tests).
+    pub fn from_entries(entries: Vec<Entry>, name: &str) -> Dataset {
+        Dataset {
+            rows_hint: Some(entries.len()),
+            source: Source::Entries(entries.into_iter()),
+            name: name.to_string(),
+        }
+    }
+
+    /// Rows held in memory, all of them good.
+    pub fn from_rows(rows: Vec<Row>) -> Dataset {
+        Dataset::from_entries(rows.into_iter().map(Ok).collect(), "rows")
+    }
+
+    /// A dataset in memory: a JSON array of objects, or JSONL.
+    pub fn from_bytes(bytes: &[u8], name: &str) -> Dataset {
+        if let Ok(text) = std::str::from_utf8(bytes)
+            && text.trim_start().starts_with('[')
+            && let Ok(items) = serde_json::from_str::<Vec<&serde_json::value::RawValue>>(text)
+        {
+            let entries = items
+                .into_iter()
+                .enumerate()
+                .map(
+                    |(i, item)| match serde_json::from_str::<serde_json::Value>(item.get()) {
+                        Ok(v) if v.is_object() => Ok(Row {
+                            index: i,
+                            data: JsonText::from(&v),
+                        }),
+                        _ => Err(BadRow {
+                            line: i + 1,
+                            error: "not a JSON object".to_string(),
+                        }),
+                    },
+                )
+                .collect();
+            let mut d = Dataset::from_entries(entries, name);
+            d.name = format!("{name} (JSON array)");
+            return d;
+        }
+        let mut lines = Lines::new(bytes);
+        let mut entries = Vec::new();
+        while let Ok(Some(entry)) = lines.next_entry() {
+            entries.push(entry);
+        }
+        Dataset::from_entries(entries, name)
+    }
+
+    /// The number of rows (or lines) in the file, when known before reading it: for the
+    /// progress bar.
+    pub fn rows_hint(&self) -> Option<usize> {
+        self.rows_hint
+    }
+
+    /// The next row or bad line; `None` at the end. An error is one that stops reading (the
+    /// file cannot be read, a Parquet page is corrupt).
+    pub fn next_entry(&mut self) -> anyhow::Result<Option<Entry>> {
+        match &mut self.source {
+            Source::Entries(it) => Ok(it.next()),
+            Source::Lines(lines) => lines
+                .next_entry()
+                .map_err(|e| anyhow::anyhow!("reading the dataset {}: {e}", self.name)),
+            Source::Parquet(rows) => rows.next_entry(),
+        }
+    }
+
+    /// Where line (or element, or row) `line` is, for messages: `FILE:LINE`.
+    pub fn place(&self, line: usize) -> String {
+        match &self.source {
+            Source::Parquet(p) => p.place(&self.name, line),
+            _ if self.name.ends_with("(JSON array)") => format!("{}: element {line}", self.name),
+            _ => format!("{}:{line}", self.name),
+        }
+    }
+}
+
+/// Parse a dataset held in memory into its rows and bad lines ([`Dataset::from_bytes`]);
+/// with [`OnBadRow::Fatal`] the first bad line is the error.
 pub fn parse_rows(
     text: &str,
     on_bad: OnBadRow,
     source: &str,
 ) -> anyhow::Result<(Vec<Row>, Vec<BadRow>)> {
-    if text.trim_start().starts_with('[')
-        && let Ok(items) = serde_json::from_str::<Vec<&serde_json::value::RawValue>>(text)
-    {
-        let mut rows = Vec::new();
-        let mut bad = Vec::new();
-        for (i, item) in items.into_iter().enumerate() {
-            match serde_json::from_str::<serde_json::Value>(item.get()) {
-                Ok(v) if v.is_object() => rows.push(Row {
-                    index: i,
-                    data: JsonText::from(&v),
-                }),
-                _ => {
-                    let error = "not a JSON object".to_string();
-                    if on_bad == OnBadRow::Fatal {
-                        anyhow::bail!(
-                            "{source}: element {}: {error}; fix it or pass --on-bad-row skip",
-                            i + 1
-                        );
-                    }
-                    tracing::warn!("{source}: element {}: {error}; skipped", i + 1);
-                    bad.push(BadRow { line: i + 1, error });
-                }
-            }
+    let mut d = Dataset::from_bytes(text.as_bytes(), source);
+    let (mut rows, mut bad) = (Vec::new(), Vec::new());
+    while let Some(entry) = d.next_entry()? {
+        match entry {
+            Ok(r) => rows.push(r),
+            Err(b) if on_bad == OnBadRow::Fatal => anyhow::bail!(
+                "{}: {}; fix it or pass --on-bad-row skip",
+                d.place(b.line),
+                b.error
+            ),
+            Err(b) => bad.push(b),
         }
-        return Ok((rows, bad));
-    }
-    parse_lines(text.as_bytes(), on_bad, source)
-}
-
-/// The longest line read as a row; a longer one is a bad row (a dataset written wrongly, or a
-/// file that is not a dataset), reported with its length instead of being parsed.
-pub const MAX_ROW_BYTES: usize = 16 << 20;
-
-/// JSONL from bytes: each line is checked on its own, so invalid UTF-8 or an over-long line
-/// is one bad row (with its line number and the reason), not a failed dataset.
-fn parse_lines(
-    bytes: &[u8],
-    on_bad: OnBadRow,
-    source: &str,
-) -> anyhow::Result<(Vec<Row>, Vec<BadRow>)> {
-    let mut rows = Vec::new();
-    let mut bad = Vec::new();
-    for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
-        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        if raw.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let line = if raw.len() > MAX_ROW_BYTES {
-            Err(format!(
-                "the line is {} bytes, over the {} MiB limit for a row",
-                raw.len(),
-                MAX_ROW_BYTES >> 20
-            ))
-        } else {
-            std::str::from_utf8(raw).map_err(|e| {
-                format!(
-                    "invalid UTF-8 at byte {} of the line; re-encode the file as UTF-8",
-                    e.valid_up_to()
-                )
-            })
-        };
-        let error = match line.map(serde_json::from_str::<serde_json::Value>) {
-            Err(reason) => reason,
-            Ok(Ok(v)) if v.is_object() => {
-                rows.push(Row {
-                    index: i,
-                    data: JsonText::from(&v),
-                });
-                continue;
-            }
-            Ok(Ok(_)) => "not a JSON object".to_string(),
-            Ok(Err(e)) => format!("invalid JSON: {e}"),
-        };
-        if on_bad == OnBadRow::Fatal {
-            anyhow::bail!(
-                "{source}:{}: {error}; fix the line or pass --on-bad-row skip",
-                i + 1
-            );
-        }
-        tracing::warn!("{source}:{}: {error}; skipped", i + 1);
-        bad.push(BadRow { line: i + 1, error });
     }
     Ok((rows, bad))
 }
 
-/// Read a JSONL file or a JSON array file.
-pub fn read_rows(path: &Path, on_bad: OnBadRow) -> anyhow::Result<(Vec<Row>, Vec<BadRow>)> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| anyhow::anyhow!("reading the dataset {}: {e}", path.display()))?;
-    let source = path.display().to_string();
-    match std::str::from_utf8(&bytes) {
-        Ok(text) => parse_rows(text, on_bad, &source),
-        // Not UTF-8 as a whole: line by line, so only the lines that are not become bad rows.
-        Err(_) => parse_lines(&bytes, on_bad, &source),
+fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// The first byte that is not ASCII white space, left unread in `reader`.
+fn first_non_space(reader: &mut impl BufRead) -> std::io::Result<Option<u8>> {
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        if let Some(&b) = buf.iter().find(|b| !b.is_ascii_whitespace()) {
+            return Ok(Some(b));
+        }
+        let n = buf.len();
+        reader.consume(n);
+    }
+}
+
+/// Lines in a file (a last line without `\n` counts), read in blocks.
+fn count_lines(path: &Path) -> std::io::Result<usize> {
+    let mut f = File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut n, mut last) = (0usize, b'\n');
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        n += buf[..k].iter().filter(|&&b| b == b'\n').count();
+        last = buf[k - 1];
+    }
+    Ok(n + usize::from(last != b'\n'))
+}
+
+/// JSONL from a reader, a line at a time: each line is checked on its own, so invalid UTF-8
+/// or an over-long line is one bad row (with its line number and the reason), not a failed
+/// dataset. An over-long line is skipped through without being held.
+struct Lines<R> {
+    reader: R,
+    /// The 0-based number of the next line.
+    next: usize,
+    buf: Vec<u8>,
+}
+
+impl<R: BufRead> Lines<R> {
+    fn new(reader: R) -> Self {
+        Lines {
+            reader,
+            next: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    fn next_entry(&mut self) -> std::io::Result<Option<Entry>> {
+        loop {
+            let Some(len) = self.read_line()? else {
+                return Ok(None);
+            };
+            let i = self.next;
+            self.next += 1;
+            let raw = self.buf.strip_suffix(b"\r").unwrap_or(&self.buf);
+            if len <= MAX_ROW_BYTES && raw.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let line = if len > MAX_ROW_BYTES {
+                Err(format!(
+                    "the line is {len} bytes, over the {} MiB limit for a row",
+                    MAX_ROW_BYTES >> 20
+                ))
+            } else {
+                std::str::from_utf8(raw).map_err(|e| {
+                    format!(
+                        "invalid UTF-8 at byte {} of the line; re-encode the file as UTF-8",
+                        e.valid_up_to()
+                    )
+                })
+            };
+            let error = match line.map(serde_json::from_str::<serde_json::Value>) {
+                Err(reason) => reason,
+                Ok(Ok(v)) if v.is_object() => {
+                    return Ok(Some(Ok(Row {
+                        index: i,
+                        data: JsonText::from(&v),
+                    })));
+                }
+                Ok(Ok(_)) => "not a JSON object".to_string(),
+                Ok(Err(e)) => format!("invalid JSON: {e}"),
+            };
+            return Ok(Some(Err(BadRow { line: i + 1, error })));
+        }
+    }
+
+    /// Read the next line (without its `\n`) into `buf`, keeping at most
+    /// [`MAX_ROW_BYTES`] + 1 bytes of it; returns its full length, `None` at the end.
+    fn read_line(&mut self) -> std::io::Result<Option<usize>> {
+        self.buf.clear();
+        let (mut len, mut any) = (0usize, false);
+        loop {
+            let chunk = match self.reader.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if chunk.is_empty() {
+                return Ok(any.then_some(len));
+            }
+            any = true;
+            let (part, used, end) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(p) => (&chunk[..p], p + 1, true),
+                None => (chunk, chunk.len(), false),
+            };
+            let room = (MAX_ROW_BYTES + 1).saturating_sub(self.buf.len());
+            self.buf.extend_from_slice(&part[..part.len().min(room)]);
+            len += part.len();
+            self.reader.consume(used);
+            if end {
+                return Ok(Some(len));
+            }
+        }
+    }
+}
+
+/// A Parquet file's rows as JSON objects (the `parquet` crate's record reader), a row group at
+/// a time.
+struct ParquetRows {
+    rows: parquet::record::reader::RowIter<'static>,
+    /// The 0-based number of the next row.
+    next: usize,
+    total: usize,
+    /// The first row of each row group.
+    group_starts: Vec<usize>,
+}
+
+impl ParquetRows {
+    fn open(file: File, name: &str) -> anyhow::Result<ParquetRows> {
+        use parquet::file::reader::FileReader as _;
+        let reader = parquet::file::serialized_reader::SerializedFileReader::new(file)
+            .map_err(|e| anyhow::anyhow!("reading the Parquet dataset {name}: {e}"))?;
+        let mut group_starts = Vec::new();
+        let mut total = 0usize;
+        for g in reader.metadata().row_groups() {
+            group_starts.push(total);
+            total += usize::try_from(g.num_rows()).unwrap_or(0);
+        }
+        let rows = parquet::record::reader::RowIter::from_file_into(Box::new(reader));
+        Ok(ParquetRows {
+            rows,
+            next: 0,
+            total,
+            group_starts,
+        })
+    }
+
+    fn next_entry(&mut self) -> anyhow::Result<Option<Entry>> {
+        let Some(row) = self.rows.next() else {
+            return Ok(None);
+        };
+        let i = self.next;
+        self.next += 1;
+        let row = row.map_err(|e| {
+            anyhow::anyhow!(
+                "row {} (row group {}) cannot be read: {e}",
+                i + 1,
+                self.group_of(i)
+            )
+        })?;
+        Ok(Some(Ok(Row {
+            index: i,
+            data: JsonText::from(&row.to_json_value()),
+        })))
+    }
+
+    fn group_of(&self, row: usize) -> usize {
+        self.group_starts
+            .partition_point(|&s| s <= row)
+            .saturating_sub(1)
+    }
+
+    fn place(&self, name: &str, line: usize) -> String {
+        format!(
+            "{name}: row {line} (row group {})",
+            self.group_of(line.saturating_sub(1))
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn all(d: &mut Dataset) -> (Vec<Row>, Vec<BadRow>) {
+        let (mut rows, mut bad) = (Vec::new(), Vec::new());
+        while let Some(e) = d.next_entry().expect("entry") {
+            match e {
+                Ok(r) => rows.push(r),
+                Err(b) => bad.push(b),
+            }
+        }
+        (rows, bad)
+    }
 
     #[test]
     fn bad_lines_are_reported_with_their_number_or_fatal() {
@@ -178,9 +459,9 @@ mod tests {
     fn invalid_utf8_and_overlong_lines_are_bad_rows_with_reasons() {
         let mut bytes = b"{\"a\": 1}\n{\"b\": \"\xff\xfe\"}\n".to_vec();
         bytes.extend_from_slice(b"{\"c\": \"");
-        bytes.extend(std::iter::repeat_n(b'x', MAX_ROW_BYTES));
+        bytes.extend(std::iter::repeat_n(b'x', 3 * MAX_ROW_BYTES));
         bytes.extend_from_slice(b"\"}\r\n{\"d\": 4}\r\n");
-        let (rows, bad) = parse_lines(&bytes, OnBadRow::Skip, "d.jsonl").expect("skip");
+        let (rows, bad) = all(&mut Dataset::from_bytes(&bytes, "d.jsonl"));
         assert_eq!(rows.iter().map(|r| r.index).collect::<Vec<_>>(), [0, 3]);
         assert_eq!(rows[1].data.as_str(), r#"{"d":4}"#);
         assert_eq!(bad.len(), 2);
@@ -192,23 +473,31 @@ mod tests {
         );
         assert_eq!(bad[1].line, 3);
         assert!(
-            bad[1].error.contains("over the 16 MiB limit"),
+            bad[1].error.contains(&format!(
+                "{} bytes, over the 16 MiB limit",
+                3 * MAX_ROW_BYTES + 10
+            )),
             "{}",
             bad[1].error
         );
-        let e = parse_lines(&bytes, OnBadRow::Fatal, "d.jsonl")
-            .expect_err("fatal")
-            .to_string();
-        assert!(e.starts_with("d.jsonl:2: invalid UTF-8"), "{e}");
 
-        // Through a file: the same rows, the file read once.
-        let dir = std::env::temp_dir().join(format!("rollbox-dataset-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("d.jsonl");
+        // Through a file, streamed: the same rows; the long line is never held whole.
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("d.jsonl");
         std::fs::write(&path, &bytes).expect("write");
-        let (rows, bad) = read_rows(&path, OnBadRow::Skip).expect("read");
+        let mut d = Dataset::open(&path, OnBadRow::Skip).expect("open");
+        assert_eq!(d.rows_hint(), Some(4));
+        let (rows, bad) = all(&mut d);
         assert_eq!((rows.len(), bad.len()), (2, 2));
-        let _ = std::fs::remove_dir_all(&dir);
+        let e = Dataset::open(&path, OnBadRow::Fatal)
+            .err()
+            .expect("fatal")
+            .to_string();
+        assert!(e.contains("d.jsonl:2: invalid UTF-8"), "{e}");
+        // A last line without its newline is a row.
+        std::fs::write(&path, b"{\"a\": 1}\n{\"b\": 2}").expect("write");
+        let (rows, bad) = all(&mut Dataset::open(&path, OnBadRow::Fatal).expect("open"));
+        assert_eq!((rows.len(), bad.len(), rows[1].index), (2, 0, 1));
     }
 
     #[test]
@@ -224,5 +513,16 @@ mod tests {
         let (rows, bad) =
             parse_rows("[1]\n{\"q\": 1}\n", OnBadRow::Skip, "d.jsonl").expect("jsonl");
         assert_eq!((rows.len(), bad.len()), (1, 1));
+        // From a file (leading white space before the `[`).
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("d.json");
+        std::fs::write(&path, format!("\n  {text}")).expect("write");
+        let (rows, bad) = all(&mut Dataset::open(&path, OnBadRow::Skip).expect("open"));
+        assert_eq!((rows.len(), bad.len()), (2, 1));
+        let e = Dataset::open(&path, OnBadRow::Fatal)
+            .err()
+            .expect("fatal")
+            .to_string();
+        assert!(e.contains("element 2: not a JSON object"), "{e}");
     }
 }

@@ -8,12 +8,12 @@
 //! `trajectories.jsonl` is rebuilt from the headers, so a run killed at any moment loses no
 //! committed batch and duplicates no row. [`OutputDir`] is the disk [`BatchSink`].
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::group::DropReason;
-use crate::sink::{Batch, BatchSink, WriteJob};
+use crate::sink::{Batch, BatchSink, RowSet, WriteJob};
 use crate::stats::Stats;
 
 /// The output directory of a run.
@@ -21,7 +21,7 @@ use crate::stats::Stats;
 pub struct OutputDir {
     dir: PathBuf,
     /// Rows already written (or consumed and dropped) by committed batches.
-    pub done_rows: BTreeSet<usize>,
+    pub done_rows: RowSet,
     /// The number the next prepared batch gets.
     pub next_batch: usize,
     /// Trajectory lines already committed.
@@ -52,6 +52,38 @@ fn json_list(
     }
 }
 
+/// One committed batch on resume: its rows into `done`, its trajectory lines, exactly as
+/// written (raw JSON text: parsing and printing them again could change a float's last digit,
+/// and a resume must not change the file), to `w`. Returns how many lines.
+fn committed_batch(path: &Path, done: &mut RowSet, w: &mut dyn Write) -> anyhow::Result<usize> {
+    let meta = rollbox_tensor::read_safetensors_metadata(path).map_err(|e| {
+        anyhow::anyhow!(
+            "reading {}: {e}; delete it to re-run its rows",
+            path.display()
+        )
+    })?;
+    for v in json_list(&meta, "rows", path)? {
+        if let Some(r) = v.as_u64() {
+            done.insert(r as usize);
+        }
+    }
+    let mut n = 0;
+    if let Some(text) = meta.get("trajectories") {
+        let raw: Vec<&serde_json::value::RawValue> = serde_json::from_str(text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: metadata `trajectories` is not a JSON list ({e})",
+                path.display()
+            )
+        })?;
+        for t in raw {
+            w.write_all(t.get().as_bytes())?;
+            w.write_all(b"\n")?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 impl OutputDir {
     /// Open (or create) `dir` and read what earlier runs committed there.
     pub fn open(dir: &Path) -> anyhow::Result<OutputDir> {
@@ -75,42 +107,33 @@ impl OutputDir {
             }
         }
         batches.sort();
-        let mut done_rows = BTreeSet::new();
-        let mut lines = String::new();
+        let mut done_rows = RowSet::new();
         let mut committed_trajectories = 0;
-        for (_, path) in &batches {
-            let meta = rollbox_tensor::read_safetensors_metadata(path).map_err(|e| {
-                anyhow::anyhow!(
-                    "reading {}: {e}; delete it to re-run its rows",
-                    path.display()
-                )
-            })?;
-            for v in json_list(&meta, "rows", path)? {
-                if let Some(r) = v.as_u64() {
-                    done_rows.insert(r as usize);
+        // `trajectories.jsonl` is rebuilt from the headers, a batch at a time straight to a
+        // temporary file: a run of millions of trajectories is not held in memory.
+        let jsonl = dir.join("trajectories.jsonl");
+        let mut failed = None;
+        rollbox_tensor::write_atomic_with(&jsonl, |w| {
+            for (_, path) in &batches {
+                match committed_batch(path, &mut done_rows, w) {
+                    Ok(n) => committed_trajectories += n,
+                    Err(e) => {
+                        failed = Some(e);
+                        return Err(std::io::Error::other("a committed batch cannot be read"));
+                    }
                 }
             }
-            // The lines exactly as written (raw JSON text): parsing and printing them again
-            // could change a float's last digit, and a resume must not change the file.
-            if let Some(text) = meta.get("trajectories") {
-                let raw: Vec<&serde_json::value::RawValue> =
-                    serde_json::from_str(text).map_err(|e| {
-                        anyhow::anyhow!(
-                            "{}: metadata `trajectories` is not a JSON list ({e})",
-                            path.display()
-                        )
-                    })?;
-                for t in raw {
-                    lines.push_str(t.get());
-                    lines.push('\n');
-                    committed_trajectories += 1;
-                }
-            }
-        }
+            Ok(())
+        })
+        .map_err(|e| match failed.take() {
+            Some(f) => f,
+            None => anyhow::anyhow!("rebuilding {}: {e}", jsonl.display()),
+        })?;
         // Dropped rows; a line cut short by a kill is ignored (that row runs again).
-        if let Ok(text) = std::fs::read_to_string(dir.join("dropped-rows.jsonl")) {
-            for line in text.lines() {
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(line)
+        if let Ok(f) = std::fs::File::open(dir.join("dropped-rows.jsonl")) {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(f)) {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
                     && let Some(r) = v["row"].as_u64()
                 {
                     done_rows.insert(r as usize);
@@ -126,7 +149,6 @@ impl OutputDir {
             dropped: None,
             pending: VecDeque::new(),
         };
-        rollbox_tensor::write_atomic(&out.trajectories_path(), lines.as_bytes())?;
         Ok(out)
     }
 
@@ -178,7 +200,7 @@ impl OutputDir {
 }
 
 impl BatchSink for OutputDir {
-    fn done_rows(&self) -> &BTreeSet<usize> {
+    fn done_rows(&self) -> &RowSet {
         &self.done_rows
     }
 

@@ -8,7 +8,7 @@ use rollbox_runtime::{Runtime, RuntimeConfig, Services};
 /// Flags of `rollbox inspect`.
 #[derive(Args, Debug)]
 pub struct InspectArgs {
-    /// The component file (.wasm).
+    /// The component file (.wasm), or a built-in's name.
     path: PathBuf,
     /// Print JSON.
     #[arg(long)]
@@ -18,7 +18,11 @@ pub struct InspectArgs {
 /// Print what the component is.
 pub fn run(a: InspectArgs) -> anyhow::Result<()> {
     let runtime = Runtime::new(RuntimeConfig::default(), Services::new())?;
-    let info = runtime.inspect(&a.path)?;
+    let path = match builtin_of_any_world(&a.path) {
+        Some(p) => p?,
+        None => a.path.clone(),
+    };
+    let info = runtime.inspect(&path)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
         return Ok(());
@@ -39,4 +43,16 @@ pub fn run(a: InspectArgs) -> anyhow::Result<()> {
         println!("  {e}");
     }
     Ok(())
+}
+
+/// A built-in component of any world named `path`, when no such file exists.
+fn builtin_of_any_world(path: &std::path::Path) -> Option<anyhow::Result<PathBuf>> {
+    if path.exists() {
+        return None;
+    }
+    let name = path.to_str()?;
+    crate::builtin::BUILTINS
+        .iter()
+        .find(|b| b.name == name)
+        .map(|b| b.path())
 }

@@ -3,7 +3,9 @@
 //! A subcommand is a module here with its flags (`#[derive(Args)]`) and an `async fn run`,
 //! plus its variant and arm in `main.rs`.
 
+pub mod components;
 pub mod inspect;
+pub mod new;
 pub mod rollout;
 pub mod run;
 pub mod serve;
@@ -31,11 +33,13 @@ pub struct ComponentArgs {
     /// directory with tokenizer.json (+ tokenizer_config.json). Default: the embedded model's.
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
-    /// Register a reward component: NAME=PATH[,timeout=15s,retries=3,memory=256MiB,fuel=N].
-    /// rollout and serve register the math reward as `math` when none is given.
+    /// Register a reward component: NAME=PATH[,timeout=15s,retries=3,memory=256MiB,fuel=N];
+    /// PATH (or NAME alone) may be a built-in's name (`math`). rollout and serve register the
+    /// built-in math reward as `math` when none is given.
     #[arg(long = "reward", value_parser = parse_registration)]
     pub rewards: Vec<Registration>,
-    /// Register a tool component: NAME=PATH[,timeout=..,retries=..,memory=..,fuel=..].
+    /// Register a tool component: NAME=PATH[,timeout=..,retries=..,memory=..,fuel=..]; PATH
+    /// (or NAME alone) may be a built-in's name (`calculator`).
     #[arg(long = "tool", value_parser = parse_registration)]
     pub tools: Vec<Registration>,
     /// Append every engine answer to this JSONL file (replay format; re-run with
@@ -90,14 +94,16 @@ impl ComponentArgs {
     pub fn register(&self, runtime: &Runtime) -> anyhow::Result<Vec<(String, String)>> {
         let mut shas = Vec::new();
         for r in &self.rewards {
+            let path = crate::builtin::resolve("reward", &r.path)?;
             let info = runtime
-                .register_reward(&r.name, &r.path, r.policy.clone())
+                .register_reward(&r.name, &path, r.policy.clone())
                 .with_context(|| registering("reward", r))?;
             shas.push((r.name.clone(), info.sha256));
         }
         for t in &self.tools {
+            let path = crate::builtin::resolve("tool", &t.path)?;
             let info = runtime
-                .register_tool(&t.name, &t.path, t.policy.clone())
+                .register_tool(&t.name, &path, t.policy.clone())
                 .with_context(|| registering("tool", t))?;
             shas.push((t.name.clone(), info.sha256));
         }
@@ -106,15 +112,8 @@ impl ComponentArgs {
 }
 
 fn registering(kind: &str, r: &Registration) -> String {
-    format!(
-        "registering {kind} `{}` ({}); build it with scripts/quickstart.sh or cargo test",
-        r.name,
-        r.path.display()
-    )
+    format!("registering {kind} `{}` ({})", r.name, r.path.display())
 }
-
-/// Where `cargo build` (scripts/quickstart.sh, the tests) puts the guest components.
-pub const GUESTS: &str = "target/wasm-guests/wasm32-wasip2/guest";
 
 /// `--what` as a JSON object.
 pub fn parse_object(what: &str, text: &str) -> anyhow::Result<serde_json::Value> {

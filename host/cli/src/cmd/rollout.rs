@@ -8,20 +8,21 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Args;
 use rollbox_engines::EngineSpec;
-use rollbox_rollout::dataset::{OnBadRow, read_rows};
+use rollbox_rollout::dataset::{Dataset, OnBadRow};
 use rollbox_rollout::group::{Filter, Normalization};
 use rollbox_rollout::{OutputDir, Progress, Rollout, RolloutOptions, Stats};
 use rollbox_runtime::{Runtime, RuntimeConfig};
 
-use super::{ComponentArgs, GUESTS, parse_object};
+use super::{ComponentArgs, parse_object};
 use crate::limits::{LimitArgs, parse_registration};
 
 /// What every job needs: the workflow, engine, rewards, tools, config, groups and limits.
 #[derive(Args, Debug)]
 pub struct SetupArgs {
-    /// The workflow component.
-    #[arg(long, default_value_t = format!("{GUESTS}/rollbox_workflow_rlvr.wasm"))]
-    workflow: String,
+    /// The workflow component: a .wasm file, or a built-in's name (`rlvr`, `multi-turn`;
+    /// `rollbox components` lists them).
+    #[arg(long, default_value = "rlvr")]
+    workflow: PathBuf,
     #[command(flatten)]
     pub components: ComponentArgs,
     /// The workflow's configuration, a JSON object.
@@ -71,9 +72,11 @@ impl SetupArgs {
 /// Flags of `rollbox rollout`.
 #[derive(Args, Debug)]
 pub struct RolloutArgs {
-    /// The dataset: JSONL (one JSON object per line) or a JSON array of objects; each object is
-    /// a row, the workflow's `data`.
-    #[arg(default_value = "workflows/rlvr/data/arith.jsonl")]
+    /// The dataset: JSONL (one JSON object per line), a JSON array of objects, or Parquet
+    /// (verl's layout, Hugging Face exports; nested columns become JSON); each row is the
+    /// workflow's `data`. JSONL and Parquet are streamed, not held in memory. Default: the
+    /// built-in `arith` (16 arithmetic word problems).
+    #[arg(default_value = crate::builtin::ARITH_NAME)]
     dataset: PathBuf,
     /// Output directory (batches, trajectories.jsonl, stats.json); re-running resumes.
     #[arg(long, default_value = "rollout-out")]
@@ -106,9 +109,7 @@ pub fn build(s: &SetupArgs) -> anyhow::Result<Rollout> {
     let mut components = s.components.clone();
     components.engine = Some(s.engine());
     if components.rewards.is_empty() {
-        components.rewards.push(parse_registration(&format!(
-            "math={GUESTS}/rollbox_reward_math.wasm"
-        ))?);
+        components.rewards.push(parse_registration("math")?);
     }
     let (services, tokenizer) = components.services()?;
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), services)?);
@@ -122,15 +123,11 @@ pub fn build(s: &SetupArgs) -> anyhow::Result<Rollout> {
     for (name, sha) in components.register(&runtime)? {
         provenance.insert(format!("component_sha256.{name}"), sha);
     }
+    let workflow_path = crate::builtin::resolve("workflow", &s.workflow)?;
     let workflow = Arc::new(
         runtime
-            .load_workflow(std::path::Path::new(&s.workflow))
-            .with_context(|| {
-                format!(
-                    "loading the workflow {}; build it with scripts/quickstart.sh or cargo test",
-                    s.workflow
-                )
-            })?,
+            .load_workflow(&workflow_path)
+            .with_context(|| format!("loading the workflow {}", s.workflow.display()))?,
     );
     provenance.insert(
         "workflow_sha256".to_string(),
@@ -158,7 +155,8 @@ pub fn build(s: &SetupArgs) -> anyhow::Result<Rollout> {
 /// Run the dataset, print a summary (or the stats as JSON).
 pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
     crate::process::prefer_small_pages(&a.setup.engine());
-    let (rows, bad) = read_rows(&a.dataset, a.on_bad_row)?;
+    let dataset = open_dataset(&a.dataset, a.on_bad_row)?;
+    crate::model::ensure_for(&a.setup.engine()).await?;
     let mut rollout = build(&a.setup)?;
     crate::process::release_setup_memory();
     rollout.options.batch_size = a.batch_size;
@@ -193,7 +191,7 @@ pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
                 p.rejected_or_failed
             ));
         };
-        let stats = rollout.run(rows, bad, &mut out, &mut on_progress).await;
+        let stats = rollout.run(dataset, &mut out, &mut on_progress).await;
         (stats, out)
     })
     .await
@@ -208,13 +206,22 @@ pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The dataset file, or the built-in `arith` when no file of that name exists.
+fn open_dataset(path: &std::path::Path, on_bad: OnBadRow) -> anyhow::Result<Dataset> {
+    if !path.exists() && path.as_os_str() == crate::builtin::ARITH_NAME {
+        return Ok(Dataset::from_bytes(
+            crate::builtin::ARITH.as_bytes(),
+            "arith (built in)",
+        ));
+    }
+    Dataset::open(path, on_bad)
+}
+
 fn summary(s: &Stats, out: &std::path::Path) {
     println!("rollout  {}", out.display());
     println!(
         "rows     {} run, {} already done, {} bad lines",
-        s.rows_run,
-        s.rows_already_done,
-        s.bad_rows.len()
+        s.rows_run, s.rows_already_done, s.bad_rows_total
     );
     let episodes: Vec<String> = s.episodes.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!("episodes {}", episodes.join(", "));

@@ -16,7 +16,7 @@ use crate::limits::LimitArgs;
 /// Flags of `rollbox run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The workflow component file (.wasm).
+    /// The workflow component file (.wasm), or a built-in's name (`rlvr`, `multi-turn`).
     workflow: PathBuf,
     /// The dataset row, a JSON object.
     #[arg(long, default_value = "{}")]
@@ -40,6 +40,9 @@ pub struct RunArgs {
 /// Run the episode; a failed episode exits with status 1.
 pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let limits = a.limits.to_limits()?;
+    if let Some(spec) = &a.components.engine {
+        crate::model::ensure_for(spec).await?;
+    }
     let (services, _) = a.components.services()?;
     let runtime = Runtime::new(
         RuntimeConfig {
@@ -49,7 +52,7 @@ pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         services,
     )?;
     let shas = a.components.register(&runtime)?;
-    let component = runtime.load_workflow(&a.workflow)?;
+    let component = runtime.load_workflow(&crate::builtin::resolve("workflow", &a.workflow)?)?;
     let mut request = EpisodeRequest::new("r0-s0", parse_object("data", &a.data)?);
     request.config = parse_object("config", &a.config)?.into();
     let report = runtime

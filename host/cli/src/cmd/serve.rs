@@ -24,7 +24,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Args;
-use rollbox_rollout::dataset::Row;
+use rollbox_rollout::dataset::{Dataset, Row};
 use rollbox_rollout::{MAX_BATCH_TENSOR_BYTES, MemorySink, Rollout};
 
 use super::rollout::{SetupArgs, build};
@@ -184,7 +184,7 @@ async fn run_rows(app: &AppState, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
     };
     let mut sink = MemorySink::new();
     let stats = rollout
-        .run(rows, Vec::new(), &mut sink, &mut |_| {})
+        .run(Dataset::from_rows(rows), &mut sink, &mut |_| {})
         .await?;
     let m = &app.metrics;
     m.rows.fetch_add(n as u64, Ordering::Relaxed);
@@ -258,6 +258,7 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
 /// Serve until killed.
 pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
     crate::process::prefer_small_pages(&a.setup.engine());
+    crate::model::ensure_for(&a.setup.engine()).await?;
     let rollout = build(&a.setup)?;
     crate::process::release_setup_memory();
     let app = Arc::new(AppState {

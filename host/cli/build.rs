@@ -1,0 +1,188 @@
+//! Builds the reference components that ship inside `rollbox` (the rlvr and multi-turn
+//! workflows, the math reward, the calculator tool) for `wasm32-wasip2`, and writes
+//! `$OUT_DIR/builtin.rs`, the table `rollbox::builtin` embeds them from. The guests build in
+//! their own target directory (`target/wasm-builtin`), in two cargo invocations: cargo unifies
+//! the SDK's features within one build, and a reward must not carry the workflow world.
+//!
+//! `ROLLBOX_BUILTIN_DIR=DIR` takes the `.wasm` files from `DIR` instead (packagers, offline
+//! builds).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "wasm32-wasip2";
+const PROFILE: &str = "guest";
+
+/// (name, world, crate, what it is): the workflows first, then the untrusted components.
+const BUILTINS: &[(&str, &str, &str, &str)] = &[
+    (
+        "rlvr",
+        "workflow",
+        "rollbox-workflow-rlvr",
+        "single-turn RLVR (AReaL's RLVRWorkflow)",
+    ),
+    (
+        "multi-turn",
+        "workflow",
+        "rollbox-workflow-multi-turn",
+        "retry with feedback until the reward is positive (AReaL's MultiTurnWorkflow)",
+    ),
+    (
+        "math",
+        "reward",
+        "rollbox-reward-math",
+        "math answers against a reference (AReaL's gsm8k_reward_fn)",
+    ),
+    (
+        "calculator",
+        "tool",
+        "rollbox-tool-calculator",
+        "arithmetic expressions, for tool-using agents",
+    ),
+];
+
+fn main() {
+    let manifest =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .parent()
+        .and_then(Path::parent)
+        .expect("host/cli is two levels below the workspace root")
+        .to_path_buf();
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    println!("cargo:rerun-if-env-changed=ROLLBOX_BUILTIN_DIR");
+    for d in [
+        "wit",
+        "guest-sdk/src",
+        "guest-sdk/python/rollbox",
+        "Cargo.toml",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(d).display());
+    }
+    let dir = match std::env::var_os("ROLLBOX_BUILTIN_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            for d in ["guest-sdk/Cargo.toml", "workflows"] {
+                println!("cargo:rerun-if-changed={}", root.join(d).display());
+            }
+            let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .map(|p| if p.is_absolute() { p } else { root.join(p) })
+                .unwrap_or_else(|| root.join("target"))
+                .join("wasm-builtin");
+            let crates = |workflows: bool| -> Vec<&str> {
+                BUILTINS
+                    .iter()
+                    .filter(|b| (b.1 == "workflow") == workflows)
+                    .map(|b| b.2)
+                    .collect()
+            };
+            build(&root, &target_dir, &crates(true));
+            build(&root, &target_dir, &crates(false));
+            target_dir.join(TARGET).join(PROFILE)
+        }
+    };
+    let mut table = String::from("&[\n");
+    for (name, world, krate, about) in BUILTINS {
+        let wasm = dir.join(format!("{}.wasm", krate.replace('-', "_")));
+        assert!(
+            wasm.is_file(),
+            "{} is missing (ROLLBOX_BUILTIN_DIR must hold the built components)",
+            wasm.display()
+        );
+        table.push_str(&format!(
+            "    Builtin {{ name: {name:?}, world: {world:?}, crate_name: {krate:?}, about: {about:?}, bytes: include_bytes!({:?}) }},\n",
+            wasm.display().to_string()
+        ));
+    }
+    table.push_str("]\n");
+    std::fs::write(out.join("builtin.rs"), table).expect("writing builtin.rs");
+    scaffold_files(&root, &out);
+}
+
+/// `$OUT_DIR/scaffold.rs`: the SDK files `rollbox new` writes into a new project (the Rust
+/// SDK crate's sources, the WIT, the Python SDK package), as (path in the project, contents),
+/// and the versions of the SDK's dependencies.
+fn scaffold_files(root: &Path, out: &Path) {
+    let mut files = String::from("&[\n");
+    for (from, to, ext) in [
+        ("guest-sdk/src", "rollbox-sdk/src", "rs"),
+        ("wit", "wit", "wit"),
+        ("guest-sdk/python/rollbox", "rollbox", "py"),
+    ] {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(root.join(from))
+            .unwrap_or_else(|e| panic!("reading {from}: {e}"))
+            .map(|e| e.expect("directory entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == ext))
+            .collect();
+        entries.sort();
+        for path in entries {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .expect("utf-8 name");
+            files.push_str(&format!(
+                "    ({:?}, include_str!({:?})),\n",
+                format!("{to}/{name}"),
+                path.display().to_string()
+            ));
+        }
+    }
+    files.push_str("]\n");
+    std::fs::write(out.join("scaffold_files.rs"), files).expect("writing scaffold_files.rs");
+    // The workspace's pins of the SDK's dependencies, for the SDK's own Cargo.toml.
+    let manifest =
+        std::fs::read_to_string(root.join("Cargo.toml")).expect("the workspace Cargo.toml");
+    let version = |dep: &str| -> String {
+        manifest
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{dep} = ")))
+            .and_then(|rest| rest.split("version = \"").nth(1))
+            .and_then(|v| v.split('"').next())
+            .unwrap_or_else(|| panic!("the workspace pins no version of {dep}"))
+            .to_string()
+    };
+    std::fs::write(
+        out.join("scaffold_versions.rs"),
+        format!(
+            "/// wit-bindgen as the workspace pins it.\npub const WIT_BINDGEN: &str = {:?};\n/// serde_json as the workspace pins it.\npub const SERDE_JSON: &str = {:?};\n",
+            version("wit-bindgen"),
+            version("serde_json")
+        ),
+    )
+    .expect("writing scaffold_versions.rs");
+}
+
+fn build(root: &Path, target_dir: &Path, packages: &[&str]) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root)
+        .args(["build", "--quiet", "--target", TARGET, "--profile", PROFILE]);
+    cmd.arg("--target-dir").arg(target_dir);
+    for p in packages {
+        cmd.arg("-p").arg(p);
+    }
+    // The outer build's flags and profile overrides are for the host, not the guests.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().into_owned();
+        if key.starts_with("CARGO_PROFILE_")
+            || key.starts_with("CARGO_ENCODED_")
+            || key.starts_with("CARGO_BUILD_")
+            || key.starts_with("CARGO_FEATURE_")
+            || matches!(
+                key.as_str(),
+                "RUSTFLAGS" | "RUSTC_WORKSPACE_WRAPPER" | "CARGO_TARGET_DIR" | "CARGO_LLVM_COV"
+            )
+        {
+            cmd.env_remove(&key);
+        }
+    }
+    let status = cmd
+        .status()
+        .expect("running cargo to build the built-in components");
+    if !status.success() {
+        panic!(
+            "building rollbox's built-in components for {TARGET} failed (see cargo's output above). If the target is missing: `rustup target add {TARGET}`; to use components built elsewhere, set ROLLBOX_BUILTIN_DIR to their folder"
+        );
+    }
+}
