@@ -8,6 +8,9 @@ is_truncated bool [1]. 3 warmup + 20 timed calls; prints median/p90 and a JSON l
 Also times a plain-torch equivalent (F.pad each to the max, then torch.cat) for comparison.
 
     OMP_NUM_THREADS=2 ~/.cache/rollbox/areal-venv/bin/python scripts/concat_baseline.py
+
+ROLLBOX_TORCH_DEVICE=cuda puts the dicts on the GPU first and times with a synchronize after
+each call (scripts/gpu-check.sh).
 (venv setup: see scripts/record_concat_fixture.py)
 """
 
@@ -73,13 +76,23 @@ def plain_torch(dicts, pad_value=0.0):
     return out
 
 
+DEVICE = os.environ.get("ROLLBOX_TORCH_DEVICE", "cpu")
+
+
+def sync():
+    if DEVICE.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def bench(fn, dicts):
     for _ in range(WARMUP):
         fn(dicts)
+    sync()
     times = []
     for _ in range(RUNS):
         t = time.perf_counter()
         fn(dicts)
+        sync()
         times.append((time.perf_counter() - t) * 1e3)
     times.sort()
     return float(np.median(times)), float(np.percentile(times, 90))
@@ -87,7 +100,7 @@ def bench(fn, dicts):
 
 def main():
     concat_padded_tensors, info = areal_concat.load()
-    dicts = make_dicts()
+    dicts = [{k: v.to(DEVICE) for k, v in d.items()} for d in make_dicts()]
     lengths = [length(i) for i in range(DICTS)]
     ref, alt = concat_padded_tensors(dicts), plain_torch(dicts)
     assert list(ref) == list(alt) and all(torch.equal(ref[k], alt[k]) for k in ref)
@@ -95,7 +108,7 @@ def main():
     median, p90 = bench(concat_padded_tensors, dicts)
     t_median, t_p90 = bench(plain_torch, dicts)
     out_bytes = sum(v.numel() * v.element_size() for v in ref.values())
-    print(f"areal {info['areal_version']}, torch {info['torch_version']}, threads {torch.get_num_threads()}")
+    print(f"areal {info['areal_version']}, torch {info['torch_version']}, threads {torch.get_num_threads()}, device {DEVICE}")
     print(f"{DICTS} dicts, L {min(lengths)}..{max(lengths)} (sum {sum(lengths)}), output {out_bytes / 2**20:.1f} MiB")
     print(f"AReaL concat_padded_tensors: median {median:.2f} ms, p90 {p90:.2f} ms ({RUNS} runs)")
     print(f"plain torch F.pad + cat:     median {t_median:.2f} ms, p90 {t_p90:.2f} ms")

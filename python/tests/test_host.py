@@ -48,10 +48,10 @@ class StubEngine:
         )
 
 
-def host(**kw):
+def host(workflow=None, math=None, **kw):
     return rollbox.Host(
-        str(RLVR),
-        rewards={"math": str(MATH)},
+        workflow or str(RLVR),
+        rewards={"math": math or str(MATH)},
         tokenizer=str(TOKENIZER),
         config=FIXTURE["config"],
         **kw,
@@ -69,8 +69,10 @@ def pad_concat(arrays, key):
     )
 
 
-def test_the_callers_engine_gives_areals_tensors():
-    h = host()
+@pytest.mark.parametrize("built_in", [False, True])
+def test_the_callers_engine_gives_areals_tensors(built_in):
+    # The components built into rollbox, by name, give the same tensors as the files.
+    h = host("rlvr", "math") if built_in else host()
 
     async def group(case):
         records = [s["record"] for s in case["samples"]]

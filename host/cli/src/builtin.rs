@@ -87,13 +87,20 @@ pub fn names(world: &str) -> String {
         .join(", ")
 }
 
-/// A `world` component given as a path or a built-in name: an existing file is used as it is;
-/// else a built-in of that name; else an error naming both ways.
+/// A `world` component given as a path or a built-in name: an existing file, or anything that
+/// is not a bare name (`x.wasm`, `dir/x`), is used as it is; else a built-in of that name; else
+/// an error naming both ways.
 pub fn resolve(world: &str, spec: &Path) -> anyhow::Result<PathBuf> {
-    if spec.exists() {
+    let bare = spec.to_str().filter(|s| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+    });
+    // A path (or an existing file): as it is; loading it reports a missing file.
+    let Some(name) = bare.filter(|_| !spec.exists()) else {
         return Ok(spec.to_path_buf());
-    }
-    if let Some(b) = spec.to_str().and_then(|s| find(world, s)) {
+    };
+    if let Some(b) = find(world, name) {
         return b.path();
     }
     anyhow::bail!(
