@@ -6,8 +6,20 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const TARGET: &str = "wasm32-wasip2";
-const PROFILE: &str = "guest";
+#[path = "../host/cli/guest_build.rs"]
+mod guest_build;
+
+use guest_build::{PROFILE, TARGET};
+
+fn build(root: &Path, target_dir: &Path, packages: &[String]) {
+    let packages: Vec<&str> = packages.iter().map(String::as_str).collect();
+    guest_build::build_guests(
+        root,
+        target_dir,
+        &packages,
+        "fix the error in that guest crate",
+    );
+}
 
 fn main() {
     let manifest =
@@ -29,6 +41,7 @@ fn main() {
         "tests/programs",
         "tests/reward-programs",
         "workflows",
+        "host/cli/guest_build.rs",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
@@ -374,52 +387,4 @@ fn newest(dir: &Path) -> Option<std::time::SystemTime> {
         best = best.max(t);
     }
     best
-}
-
-fn build(root: &Path, target_dir: &Path, packages: &[String]) {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(root)
-        .arg("build")
-        .arg("--target")
-        .arg(TARGET)
-        .arg("--profile")
-        .arg(PROFILE)
-        .arg("--target-dir")
-        .arg(target_dir);
-    for p in packages {
-        cmd.arg("-p").arg(p);
-    }
-    // The outer build's flags and profile overrides are for the host, not the guests.
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy().into_owned();
-        if key.starts_with("CARGO_PROFILE_")
-            || key.starts_with("CARGO_ENCODED_")
-            || key.starts_with("CARGO_BUILD_")
-            || matches!(
-                key.as_str(),
-                "RUSTFLAGS" | "RUSTC_WORKSPACE_WRAPPER" | "CARGO_TARGET_DIR" | "CARGO_LLVM_COV"
-            )
-        {
-            cmd.env_remove(&key);
-        }
-    }
-    let status = cmd
-        .status()
-        .expect("running cargo to build the guest components");
-    if !status.success() {
-        let installed = Command::new("rustc")
-            .args(["--print", "target-libdir", "--target", TARGET])
-            .output()
-            .map(|o| {
-                o.status.success() && Path::new(String::from_utf8_lossy(&o.stdout).trim()).exists()
-            })
-            .unwrap_or(false);
-        if !installed {
-            panic!(
-                "building the guest components failed: the {TARGET} target is missing; run `rustup target add {TARGET}`"
-            );
-        }
-        panic!("building the guest components for {TARGET} failed (see the cargo output above)");
-    }
 }

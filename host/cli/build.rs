@@ -8,10 +8,11 @@
 //! builds).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-const TARGET: &str = "wasm32-wasip2";
-const PROFILE: &str = "guest";
+#[path = "guest_build.rs"]
+mod guest_build;
+
+use guest_build::{PROFILE, TARGET, build_guests};
 
 /// (name, world, crate, what it is): the workflows first, then the untrusted components.
 const BUILTINS: &[(&str, &str, &str, &str)] = &[
@@ -62,7 +63,11 @@ fn main() {
     let dir = match std::env::var_os("ROLLBOX_BUILTIN_DIR") {
         Some(d) => PathBuf::from(d),
         None => {
-            for d in ["guest-sdk/Cargo.toml", "workflows"] {
+            for d in [
+                "guest-sdk/Cargo.toml",
+                "workflows",
+                "host/cli/guest_build.rs",
+            ] {
                 println!("cargo:rerun-if-changed={}", root.join(d).display());
             }
             let target_dir = std::env::var_os("CARGO_TARGET_DIR")
@@ -77,8 +82,9 @@ fn main() {
                     .map(|b| b.2)
                     .collect()
             };
-            build(&root, &target_dir, &crates(true));
-            build(&root, &target_dir, &crates(false));
+            let hint = "to use components built elsewhere, set ROLLBOX_BUILTIN_DIR to their folder";
+            build_guests(&root, &target_dir, &crates(true), hint);
+            build_guests(&root, &target_dir, &crates(false), hint);
             target_dir.join(TARGET).join(PROFILE)
         }
     };
@@ -151,38 +157,4 @@ fn scaffold_files(root: &Path, out: &Path) {
         ),
     )
     .expect("writing scaffold_versions.rs");
-}
-
-fn build(root: &Path, target_dir: &Path, packages: &[&str]) {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(root)
-        .args(["build", "--quiet", "--target", TARGET, "--profile", PROFILE]);
-    cmd.arg("--target-dir").arg(target_dir);
-    for p in packages {
-        cmd.arg("-p").arg(p);
-    }
-    // The outer build's flags and profile overrides are for the host, not the guests.
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy().into_owned();
-        if key.starts_with("CARGO_PROFILE_")
-            || key.starts_with("CARGO_ENCODED_")
-            || key.starts_with("CARGO_BUILD_")
-            || key.starts_with("CARGO_FEATURE_")
-            || matches!(
-                key.as_str(),
-                "RUSTFLAGS" | "RUSTC_WORKSPACE_WRAPPER" | "CARGO_TARGET_DIR" | "CARGO_LLVM_COV"
-            )
-        {
-            cmd.env_remove(&key);
-        }
-    }
-    let status = cmd
-        .status()
-        .expect("running cargo to build the built-in components");
-    if !status.success() {
-        panic!(
-            "building rollbox's built-in components for {TARGET} failed (see cargo's output above). If the target is missing: `rustup target add {TARGET}`; to use components built elsewhere, set ROLLBOX_BUILTIN_DIR to their folder"
-        );
-    }
 }

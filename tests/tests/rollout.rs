@@ -162,7 +162,8 @@ async fn incomplete_groups_are_kept_with_their_size_or_dropped() {
     assert_eq!(s.groups_kept, 1);
     assert_eq!(s.groups_dropped.get("incomplete"), Some(&2));
     assert!(lines(drop.path()).iter().all(|x| x["row"] == 2));
-    // Dropped rows are recorded with their reasons, and a re-run counts them as done.
+    // Dropped rows are recorded with their reasons (and the first episode error behind it),
+    // and a re-run counts them as done.
     let dropped: Vec<Value> = std::fs::read_to_string(drop.path().join("dropped-rows.jsonl"))
         .expect("dropped-rows.jsonl")
         .lines()
@@ -178,6 +179,16 @@ async fn incomplete_groups_are_kept_with_their_size_or_dropped() {
         })
         .collect();
     reasons.sort();
+    let row1 = dropped
+        .iter()
+        .find(|d| d["row"] == 1)
+        .expect("row 1 dropped");
+    let error = row1["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("guest_error: ") && error.contains("scripted failure of sample 0"),
+        "{row1}"
+    );
+    assert!(dropped.iter().find(|d| d["row"] == 0).expect("row 0")["error"].is_null());
     assert_eq!(
         reasons,
         vec![

@@ -31,12 +31,24 @@ fn rollbox(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> (bool, String, St
     )
 }
 
-fn prompt_ids(tok: &HostTokenizer, messages: &Value) -> Vec<u32> {
+/// A replay file in `dir` answering each prompt (chat messages, templated as the rlvr workflow
+/// does) with its text; returns the `--engine` spec.
+fn replay_engine(tok: &HostTokenizer, dir: &Path, answers: &[(Value, String)]) -> String {
     let options = ChatOptions {
         extra: Some(json!({"enable_thinking": false})),
         ..ChatOptions::default()
     };
-    tok.apply_chat_template(messages, &options).expect("prompt")
+    let records: Vec<String> = answers
+        .iter()
+        .map(|(messages, text)| {
+            let prompt = tok.apply_chat_template(messages, &options).expect("prompt");
+            let output = tok.encode(text, false).expect("output");
+            rollbox_tests::replay_record(&prompt, &output, "stop")
+        })
+        .collect();
+    let replay = dir.join("replay.jsonl");
+    std::fs::write(&replay, records.join("\n")).expect("replay");
+    format!("replay:{}", replay.display())
 }
 
 fn rewards_by_row(out: &Path) -> Vec<(u64, f64)> {
@@ -64,7 +76,7 @@ fn datasets_as_they_ship_run_through_rollout() {
     let fixtures = repo().join("tests/fixtures/datasets");
     let tok = HostTokenizer::load(&rollbox_tests::model_path()).expect("model");
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut records = Vec::new();
+    let mut answers = Vec::new();
     for file in ["verl-gsm8k.expected.jsonl", "hf-gsm8k.expected.jsonl"] {
         let text = std::fs::read_to_string(fixtures.join(file)).expect("fixture");
         for (i, line) in text.lines().enumerate() {
@@ -74,19 +86,13 @@ fn datasets_as_they_ship_run_through_rollout() {
                 _ => json!([{"role": "user", "content": row["question"]}]),
             };
             let answer = ["72", "10", "7"][i];
-            let output = tok
-                .encode(&format!("So the answer is #### {answer}<|im_end|>"), false)
-                .expect("output");
-            records.push(rollbox_tests::replay_record(
-                &prompt_ids(&tok, &messages),
-                &output,
-                "stop",
+            answers.push((
+                messages,
+                format!("So the answer is #### {answer}<|im_end|>"),
             ));
         }
     }
-    let replay = tmp.path().join("replay.jsonl");
-    std::fs::write(&replay, records.join("\n")).expect("replay");
-    let engine = format!("replay:{}", replay.display());
+    let engine = replay_engine(&tok, tmp.path(), &answers);
     let model = rollbox_tests::model_path().display().to_string();
     for file in [
         "hf-gsm8k.expected.jsonl",
@@ -140,24 +146,18 @@ fn rollout_from_an_empty_folder_uses_the_built_in_components() {
     let tok = HostTokenizer::load(&rollbox_tests::model_path()).expect("model");
     let arith =
         std::fs::read_to_string(repo().join("workflows/rlvr/data/arith.jsonl")).expect("arith");
-    let mut records = Vec::new();
+    let mut answers = Vec::new();
     for line in arith.lines().filter(|l| !l.trim().is_empty()) {
         let row: Value = serde_json::from_str(line).expect("row");
         let answer = row["answer"]
             .as_str()
             .map_or_else(|| row["answer"].to_string(), str::to_string);
-        let output = tok
-            .encode(&format!("\\boxed{{{answer}}}<|im_end|>"), false)
-            .expect("output");
-        records.push(rollbox_tests::replay_record(
-            &prompt_ids(&tok, &row["messages"]),
-            &output,
-            "stop",
+        answers.push((
+            row["messages"].clone(),
+            format!("\\boxed{{{answer}}}<|im_end|>"),
         ));
     }
-    let replay = tmp.path().join("replay.jsonl");
-    std::fs::write(&replay, records.join("\n")).expect("replay");
-    let engine = format!("replay:{}", replay.display());
+    let engine = replay_engine(&tok, tmp.path(), &answers);
     let model = rollbox_tests::model_path().display().to_string();
     let (ok, stdout, stderr) = rollbox(
         &[
@@ -175,7 +175,7 @@ fn rollout_from_an_empty_folder_uses_the_built_in_components() {
     );
     assert!(ok, "{stdout}\n{stderr}");
     let stats: Value = serde_json::from_str(&stdout).expect("stats");
-    assert_eq!(stats["rows_in_dataset"], records.len());
+    assert_eq!(stats["rows_in_dataset"], answers.len());
     assert_eq!(stats["reward_mean"], 1.0, "{stats}");
     // The run wrote its output where it was started, and named the built-ins' sha256s.
     let header = rollbox_tensor::read_safetensors_metadata(
@@ -383,14 +383,11 @@ fn new_projects_build_and_run() {
 
     let tok = HostTokenizer::load(&rollbox_tests::model_path()).expect("model");
     let messages = json!([{"role": "user", "content": "What is 6 * 7?"}]);
-    let output = tok.encode("6 * 7 = 42<|im_end|>", false).expect("output");
-    let replay = tmp.path().join("replay.jsonl");
-    std::fs::write(
-        &replay,
-        rollbox_tests::replay_record(&prompt_ids(&tok, &messages), &output, "stop"),
-    )
-    .expect("replay");
-    let engine = format!("replay:{}", replay.display());
+    let engine = replay_engine(
+        &tok,
+        tmp.path(),
+        &[(messages, "6 * 7 = 42<|im_end|>".into())],
+    );
     let model = rollbox_tests::model_path().display().to_string();
     let row = std::fs::read_to_string(tmp.path().join("my-flow/data.jsonl")).expect("test row");
     let reward = format!("mine={}", wasm("my_reward"));

@@ -106,7 +106,7 @@ impl Writer {
                             .groups_dropped
                             .entry(reason.as_str().into())
                             .or_insert(0) += 1;
-                        out.record_dropped(*row, reason)?;
+                        out.record_dropped(*row, reason, Some(&format!("{e:#}")))?;
                     }
                 }
             }

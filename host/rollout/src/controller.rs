@@ -123,6 +123,10 @@ impl Rollout {
             staleness.running -= 1;
             let row = g.row.index;
             p.rows_done += 1;
+            let first_error = g.reports.iter().find_map(|r| match &r.outcome {
+                EpisodeOutcome::Failed(f) => Some(format!("{}: {f}", f.kind())),
+                _ => None,
+            });
             match self.process(g, &mut schema, &mut tally, &mut p) {
                 Ok(kept) => {
                     for k in &kept {
@@ -145,7 +149,7 @@ impl Rollout {
                         .groups_dropped
                         .entry(reason.as_str().into())
                         .or_insert(0) += 1;
-                    out.record_dropped(row, reason)?;
+                    out.record_dropped(row, reason, first_error.as_deref())?;
                 }
             }
             p.elapsed_s = start.elapsed().as_secs_f64();

@@ -166,7 +166,12 @@ impl OutputDir {
     /// synced (a killed process loses no written line; [`OutputDir::sync_dropped`] makes them
     /// durable). A sync per line bounded a filter that drops most groups to the disk's sync
     /// rate; a line lost to a power cut only means its row runs again.
-    fn append_dropped(&mut self, row: usize, reason: DropReason) -> anyhow::Result<()> {
+    fn append_dropped(
+        &mut self,
+        row: usize,
+        reason: DropReason,
+        error: Option<&str>,
+    ) -> anyhow::Result<()> {
         let f = match &mut self.dropped {
             Some(f) => f,
             None => self.dropped.insert(
@@ -176,7 +181,16 @@ impl OutputDir {
                     .open(self.dir.join("dropped-rows.jsonl"))?,
             ),
         };
-        let line = serde_json::json!({"row": row, "reason": reason.as_str()}).to_string() + "\n";
+        let mut line = serde_json::json!({"row": row, "reason": reason.as_str()});
+        if let Some(e) = error {
+            // At most 1 KiB of it: the line stays a line whatever the guest said.
+            let cut = (0..=e.len().min(1024))
+                .rev()
+                .find(|&i| e.is_char_boundary(i))
+                .unwrap_or(0);
+            line["error"] = e[..cut].into();
+        }
+        let line = line.to_string() + "\n";
         f.write_all(line.as_bytes())?;
         self.done_rows.insert(row);
         Ok(())
@@ -251,8 +265,13 @@ impl BatchSink for OutputDir {
         self.committed_trajectories += trajectories;
     }
 
-    fn record_dropped(&mut self, row: usize, reason: DropReason) -> anyhow::Result<()> {
-        self.append_dropped(row, reason)
+    fn record_dropped(
+        &mut self,
+        row: usize,
+        reason: DropReason,
+        error: Option<&str>,
+    ) -> anyhow::Result<()> {
+        self.append_dropped(row, reason, error)
     }
 
     fn checkpoint(&mut self, stats: &Stats, _last: bool) -> anyhow::Result<()> {

@@ -58,8 +58,14 @@ pub trait BatchSink: Send {
     /// The oldest prepared batch's write finished.
     fn committed(&mut self);
 
-    /// A row whose group was dropped.
-    fn record_dropped(&mut self, row: usize, reason: DropReason) -> anyhow::Result<()>;
+    /// A row whose group was dropped, and the first error behind it when there was one (an
+    /// episode's failure, such as a row without a prompt; why its batch could not be written).
+    fn record_dropped(
+        &mut self,
+        row: usize,
+        reason: DropReason,
+        error: Option<&str>,
+    ) -> anyhow::Result<()>;
 
     /// The run's stats so far (about once a second) and at the end (`last`).
     fn checkpoint(&mut self, stats: &Stats, last: bool) -> anyhow::Result<()>;
@@ -214,7 +220,12 @@ impl BatchSink for MemorySink {
 
     fn committed(&mut self) {}
 
-    fn record_dropped(&mut self, row: usize, reason: DropReason) -> anyhow::Result<()> {
+    fn record_dropped(
+        &mut self,
+        row: usize,
+        reason: DropReason,
+        _error: Option<&str>,
+    ) -> anyhow::Result<()> {
         self.dropped.push((row, reason));
         Ok(())
     }

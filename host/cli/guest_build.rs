@@ -1,0 +1,60 @@
+//! Building guest components from a build script, shared by `host/cli/build.rs` (the built-in
+//! components) and `tests/build.rs` (every test program and component), which includes this
+//! file with `#[path]`.
+
+use std::path::Path;
+use std::process::Command;
+
+/// The guests' target.
+pub const TARGET: &str = "wasm32-wasip2";
+/// The guests' cargo profile (the workspace's `[profile.guest]`).
+pub const PROFILE: &str = "guest";
+
+/// `cargo build --target wasm32-wasip2 --profile guest -p ...` run from `root` into
+/// `target_dir`, without the outer build's flags and profile overrides (they are for the
+/// host). Panics with cargo's failure, naming the missing target when that is the cause, and
+/// `hint`.
+pub fn build_guests(root: &Path, target_dir: &Path, packages: &[&str], hint: &str) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root)
+        .args(["build", "--target", TARGET, "--profile", PROFILE])
+        .arg("--target-dir")
+        .arg(target_dir);
+    for p in packages {
+        cmd.arg("-p").arg(p);
+    }
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().into_owned();
+        if key.starts_with("CARGO_PROFILE_")
+            || key.starts_with("CARGO_ENCODED_")
+            || key.starts_with("CARGO_BUILD_")
+            || key.starts_with("CARGO_FEATURE_")
+            || matches!(
+                key.as_str(),
+                "RUSTFLAGS" | "RUSTC_WORKSPACE_WRAPPER" | "CARGO_TARGET_DIR" | "CARGO_LLVM_COV"
+            )
+        {
+            cmd.env_remove(&key);
+        }
+    }
+    let status = cmd
+        .status()
+        .expect("running cargo to build the guest components");
+    if status.success() {
+        return;
+    }
+    let installed = Command::new("rustc")
+        .args(["--print", "target-libdir", "--target", TARGET])
+        .output()
+        .map(|o| {
+            o.status.success() && Path::new(String::from_utf8_lossy(&o.stdout).trim()).exists()
+        })
+        .unwrap_or(false);
+    if !installed {
+        panic!(
+            "building the guest components failed: the {TARGET} target is missing; run `rustup target add {TARGET}`"
+        );
+    }
+    panic!("building the guest components for {TARGET} failed (see cargo's output above); {hint}");
+}
