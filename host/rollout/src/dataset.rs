@@ -60,6 +60,9 @@ impl std::str::FromStr for OnBadRow {
 /// file that is not a dataset), reported with its length instead of being read into memory.
 pub const MAX_ROW_BYTES: usize = 16 << 20;
 
+/// The largest JSON-array dataset (read whole, unlike JSONL and Parquet).
+pub const MAX_JSON_ARRAY_BYTES: usize = 1 << 30;
+
 /// What a dataset yields: a row, or a line that is not one.
 pub type Entry = Result<Row, BadRow>;
 
@@ -82,23 +85,29 @@ impl Dataset {
     /// and the whole file one array), else JSONL. With [`OnBadRow::Fatal`] the file is read
     /// once through first and the first bad line is the error, so nothing runs.
     pub fn open(path: &Path, on_bad: OnBadRow) -> anyhow::Result<Dataset> {
-        let dataset = Dataset::open_file(path)?;
-        if on_bad == OnBadRow::Fatal {
-            let mut check = Dataset::open_file(path)?;
-            while let Some(entry) = check.next_entry()? {
-                if let Err(bad) = entry {
-                    anyhow::bail!(
-                        "{}: {}; fix it or pass --on-bad-row skip",
-                        check.place(bad.line),
-                        bad.error
-                    );
-                }
+        if on_bad == OnBadRow::Skip {
+            return Dataset::open_file(path, true);
+        }
+        // The check pass counts the rows too, so the file is not read a third time for them.
+        let mut check = Dataset::open_file(path, false)?;
+        let mut rows = 0usize;
+        while let Some(entry) = check.next_entry()? {
+            match entry {
+                Ok(_) => rows += 1,
+                Err(bad) => anyhow::bail!(
+                    "{}: {}; fix it or pass --on-bad-row skip",
+                    check.place(bad.line),
+                    bad.error
+                ),
             }
         }
+        let mut dataset = Dataset::open_file(path, false)?;
+        dataset.rows_hint = Some(rows);
         Ok(dataset)
     }
 
-    fn open_file(path: &Path) -> anyhow::Result<Dataset> {
+    /// `count`: count a JSONL file's lines for [`Dataset::rows_hint`] (one read through).
+    fn open_file(path: &Path, count: bool) -> anyhow::Result<Dataset> {
         let name = path.display().to_string();
         let reading = |e: std::io::Error| anyhow::anyhow!("reading the dataset {name}: {e}");
         let mut file = File::open(path).map_err(reading)?;
@@ -114,18 +123,30 @@ impl Dataset {
         }
         let mut reader = BufReader::with_capacity(1 << 16, File::open(path).map_err(reading)?);
         if first_non_space(&mut reader).map_err(reading)? == Some(b'[') {
-            // A JSON array (or JSONL whose first line is an array): read whole.
+            // A JSON array (or JSONL whose first line is an array): read whole, up to a cap.
             let mut bytes = Vec::new();
-            reader.read_to_end(&mut bytes).map_err(reading)?;
+            (&mut reader)
+                .take(MAX_JSON_ARRAY_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map_err(reading)?;
+            anyhow::ensure!(
+                bytes.len() <= MAX_JSON_ARRAY_BYTES,
+                "the dataset {name} starts with `[` and is over {} MiB: a JSON array is read whole; write it as JSONL or Parquet (streamed)",
+                MAX_JSON_ARRAY_BYTES >> 20
+            );
             return Ok(Dataset::from_bytes(&bytes, &name));
         }
-        let lines = count_lines(path).map_err(reading)?;
+        let lines = if count {
+            Some(count_lines(path).map_err(reading)?)
+        } else {
+            None
+        };
         // Afresh: the peek consumed leading blank lines, which count in line numbers.
         let reader = BufReader::with_capacity(1 << 16, File::open(path).map_err(reading)?);
         Ok(Dataset {
             source: Source::Lines(Lines::new(reader)),
             name,
-            rows_hint: Some(lines),
+            rows_hint: lines,
         })
     }
 
@@ -378,7 +399,8 @@ impl ParquetRows {
         let mut total = 0usize;
         for g in reader.metadata().row_groups() {
             group_starts.push(total);
-            total += usize::try_from(g.num_rows()).unwrap_or(0);
+            // The footer is the file's word: saturate rather than overflow on a lying one.
+            total = total.saturating_add(usize::try_from(g.num_rows()).unwrap_or(0));
         }
         let rows = parquet::record::reader::RowIter::from_file_into(Box::new(reader));
         Ok(ParquetRows {
@@ -402,10 +424,19 @@ impl ParquetRows {
                 self.group_of(i)
             )
         })?;
-        Ok(Some(Ok(Row {
-            index: i,
-            data: JsonText::from(&row.to_json_value()),
-        })))
+        let data = JsonText::from(&row.to_json_value());
+        // The same bound as a JSONL line: a row is not held, or handed to a workflow, past it.
+        if data.as_str().len() > MAX_ROW_BYTES {
+            return Ok(Some(Err(BadRow {
+                line: i + 1,
+                error: format!(
+                    "the row is {} bytes as JSON, over the {} MiB limit for a row",
+                    data.as_str().len(),
+                    MAX_ROW_BYTES >> 20
+                ),
+            })));
+        }
+        Ok(Some(Ok(Row { index: i, data })))
     }
 
     fn group_of(&self, row: usize) -> usize {
@@ -496,7 +527,10 @@ mod tests {
         assert!(e.contains("d.jsonl:2: invalid UTF-8"), "{e}");
         // A last line without its newline is a row.
         std::fs::write(&path, b"{\"a\": 1}\n{\"b\": 2}").expect("write");
-        let (rows, bad) = all(&mut Dataset::open(&path, OnBadRow::Fatal).expect("open"));
+        let mut d = Dataset::open(&path, OnBadRow::Fatal).expect("open");
+        // The check pass counted the rows.
+        assert_eq!(d.rows_hint(), Some(2));
+        let (rows, bad) = all(&mut d);
         assert_eq!((rows.len(), bad.len(), rows[1].index), (2, 0, 1));
     }
 

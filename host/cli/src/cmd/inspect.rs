@@ -18,7 +18,7 @@ pub struct InspectArgs {
 /// Print what the component is.
 pub fn run(a: InspectArgs) -> anyhow::Result<()> {
     let runtime = Runtime::new(RuntimeConfig::default(), Services::new())?;
-    let path = match builtin_of_any_world(&a.path) {
+    let path = match crate::builtin::resolve_any(&a.path) {
         Some(p) => p?,
         None => a.path.clone(),
     };
@@ -43,16 +43,4 @@ pub fn run(a: InspectArgs) -> anyhow::Result<()> {
         println!("  {e}");
     }
     Ok(())
-}
-
-/// A built-in component of any world named `path`, when no such file exists.
-fn builtin_of_any_world(path: &std::path::Path) -> Option<anyhow::Result<PathBuf>> {
-    if path.exists() {
-        return None;
-    }
-    let name = path.to_str()?;
-    crate::builtin::BUILTINS
-        .iter()
-        .find(|b| b.name == name)
-        .map(|b| b.path())
 }
