@@ -84,6 +84,13 @@ impl TrajectoryBuilder {
         self
     }
 
+    /// Mark the trajectory truncated (`is_truncated`) or not. By default it is truncated when
+    /// the last output stopped on length; an agent that ends for another budget sets it.
+    pub fn set_truncated(&mut self, truncated: bool) -> &mut Self {
+        self.truncated = truncated;
+        self
+    }
+
     /// The token sequence so far.
     pub fn tokens(&self) -> Vec<u32> {
         self.input_ids.iter().map(|&i| i as u32).collect()

@@ -31,10 +31,10 @@ fn inspect_names_the_world_and_refuses_the_wrong_one() {
     let (ok, out, _) = rollbox(&["inspect", c::WORKFLOW_RLVR], tmp.path());
     assert!(ok);
     assert!(
-        out.contains("world    rollbox:workflow/workflow@0.1.0"),
+        out.contains("world    rollbox:workflow/workflow@0.1.1"),
         "{out}"
     );
-    assert!(out.contains("rollbox:workflow/tokenizer@0.1.0"), "{out}");
+    assert!(out.contains("rollbox:workflow/tokenizer@0.1.1"), "{out}");
     let (ok, _, err) = rollbox(&["run", c::REWARD_MATH], tmp.path());
     assert!(!ok);
     assert!(

@@ -62,17 +62,26 @@ impl RewardComponent {
     }
 }
 
-/// A compiled, type-checked tool component.
+/// A compiled, linked tool component. Its exports are looked up per call rather than through
+/// generated bindings, because `describe` is optional: components built against the WIT
+/// package before 0.1.1 export `call` only.
 #[derive(Clone)]
 pub struct ToolComponent {
     pub(crate) info: ComponentInfo,
-    pub(crate) pre: bindings::tool::ToolPre<StoreState>,
+    pub(crate) pre: wasmtime::component::InstancePre<StoreState>,
+    /// The description `describe` returned, once asked (the first `schemas` call).
+    pub(crate) description: std::sync::Arc<tokio::sync::OnceCell<Result<String, String>>>,
 }
 
 impl ToolComponent {
     /// Where it came from, its hash, imports and exports.
     pub fn info(&self) -> &ComponentInfo {
         &self.info
+    }
+
+    /// Whether it exports `describe` (its OpenAI function schema).
+    pub fn describes(&self) -> bool {
+        self.info.exports.iter().any(|e| e == "describe")
     }
 }
 
@@ -117,8 +126,11 @@ impl Runtime {
             .tool_linker
             .instantiate_pre(&component)
             .map_err(|e| link_error(&info, e))?;
-        let pre = bindings::tool::ToolPre::new(pre).map_err(|e| link_error(&info, e))?;
-        Ok(ToolComponent { info, pre })
+        Ok(ToolComponent {
+            info,
+            pre,
+            description: Default::default(),
+        })
     }
 
     /// Load a reward component and register it under `name` for workflows' `rewards.score`.

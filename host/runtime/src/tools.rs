@@ -1,12 +1,25 @@
-//! Host side of the `tools` interface: call a registered tool component in its own sandbox
-//! with the same limits model as rewards. Failures are values (`unknown`, `timeout`,
-//! `trapped`, `invalid-output`), never traps of the calling workflow.
+//! Host side of the `tools` interface: call registered tool components, each call in its own
+//! sandbox with the same limits model as rewards, alone or several at once, and describe them
+//! as OpenAI tool schemas. Failures are values (`unknown`, `timeout`, `trapped`,
+//! `invalid-output`), never traps of the calling workflow.
 
-use crate::bindings::tools::{self, ToolResult};
+use crate::bindings::tools::{self, ToolCall, ToolResult};
 use crate::bindings::types::Error;
 use crate::rewards::unknown;
+use crate::services::Services;
 use crate::state::StoreState;
-use crate::untrusted::call_with_retries;
+use crate::untrusted::{call_with_retries, tool_schema};
+
+/// Calls one `call-many` accepts. More are refused with `limit-exceeded` (every result).
+pub const MAX_CALL_MANY_CALLS: usize = 256;
+
+/// One call by registered name: `unknown` when nothing is registered under it.
+async fn call_one(services: &Services, name: String, args: String) -> Result<ToolResult, Error> {
+    let Some(reg) = services.tool(&name) else {
+        return Err(unknown("tool", "--tool", &name, &services.tool_names()));
+    };
+    call_with_retries(&name, &reg, args, services).await
+}
 
 impl tools::Host for StoreState {
     async fn call(
@@ -15,18 +28,55 @@ impl tools::Host for StoreState {
         args: String,
     ) -> wasmtime::Result<Result<ToolResult, Error>> {
         let services = self.ctx.services.clone();
-        let Some(reg) = services.tool(&name) else {
-            return Ok(Err(unknown(
-                "tool",
-                "--tool",
-                &name,
-                &services.tool_names(),
-            )));
-        };
-        Ok(call_with_retries(&name, &reg, args, &services).await)
+        Ok(call_one(&services, name, args).await)
+    }
+
+    async fn call_many(
+        &mut self,
+        calls: Vec<ToolCall>,
+    ) -> wasmtime::Result<Vec<Result<ToolResult, Error>>> {
+        if calls.len() > MAX_CALL_MANY_CALLS {
+            let e = Error::LimitExceeded(format!(
+                "call-many got {} calls; at most {MAX_CALL_MANY_CALLS} per call",
+                calls.len()
+            ));
+            return Ok(vec![Err(e); calls.len()]);
+        }
+        let n = calls.len();
+        // Every call waits for a slot of the untrusted pool, so at most its size run at once.
+        // Dropping the set (the episode cancelled or timed out) aborts the calls in flight.
+        let mut set = tokio::task::JoinSet::new();
+        for (index, c) in calls.into_iter().enumerate() {
+            let services = self.ctx.services.clone();
+            set.spawn(async move { (index, call_one(&services, c.name, c.args).await) });
+        }
+        let mut results: Vec<Option<Result<ToolResult, Error>>> = (0..n).map(|_| None).collect();
+        while let Some(joined) = set.join_next().await {
+            let (index, r) = joined?;
+            results[index] = Some(r);
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::Trapped("tool call lost".into()))))
+            .collect())
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
         Ok(self.ctx.services.tool_names())
+    }
+
+    async fn schemas(&mut self) -> wasmtime::Result<Result<String, Error>> {
+        let services = self.ctx.services.clone();
+        let mut out = Vec::new();
+        for name in services.tool_names() {
+            let Some(reg) = services.tool(&name) else {
+                continue;
+            };
+            match tool_schema(&name, &reg, &services).await {
+                Ok(schema) => out.push(schema),
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        Ok(Ok(serde_json::Value::Array(out).to_string()))
     }
 }

@@ -116,6 +116,12 @@ impl Runtime {
     ) -> CallReport<String> {
         tool_once(self.config.fuel, tool, name, args, limits).await
     }
+
+    /// Call `tool`'s `describe` once in a fresh sandbox (a component built before WIT 0.1.1
+    /// has none: an `Instantiate` fault naming the missing export).
+    pub async fn describe_tool(&self, tool: &ToolComponent, limits: Arc<Limits>) -> CallReport<String> {
+        describe_once(self.config.fuel, tool, limits).await
+    }
 }
 
 async fn score_once(
@@ -155,11 +161,98 @@ async fn tool_once(
     let id = format!("tool:{}", short(&tool.info.sha256));
     attempt(tool.pre.engine(), fuel, id, limits, move |store| {
         Box::pin(async move {
-            let b = pre.instantiate_async(&mut *store).await?;
-            b.call_call(&mut *store, &name, &args).await
+            let instance = pre.instantiate_async(&mut *store).await?;
+            let call = instance.get_typed_func::<(&str, &str), (Result<String, String>,)>(
+                &mut *store,
+                "call",
+            )?;
+            let (out,) = call.call_async(&mut *store, (&name, &args)).await?;
+            Ok(out)
         })
     })
     .await
+}
+
+/// Call a tool's `describe` once in a fresh sandbox under `limits`.
+async fn describe_once(fuel: bool, tool: &ToolComponent, limits: Arc<Limits>) -> CallReport<String> {
+    let pre = tool.pre.clone();
+    let id = format!("tool-describe:{}", short(&tool.info.sha256));
+    attempt(tool.pre.engine(), fuel, id, limits, move |store| {
+        Box::pin(async move {
+            let instance = pre.instantiate_async(&mut *store).await?;
+            let describe = instance.get_typed_func::<(), (String,)>(&mut *store, "describe")?;
+            let (out,) = describe.call_async(&mut *store, ()).await?;
+            Ok(Ok(out))
+        })
+    })
+    .await
+}
+
+/// Longest `describe` output accepted, bytes.
+pub const MAX_TOOL_DESCRIPTION_BYTES: usize = 64 << 10;
+
+/// The OpenAI tool schema of the tool registered as `name`:
+/// `{"type": "function", "function": {"name", "description", "parameters"}}`. The first call
+/// asks the component (`describe`, once, in a sandbox under the tool's limits) and keeps the
+/// answer; a component without `describe` gets an empty description and `{"type": "object"}`.
+pub(crate) async fn tool_schema(
+    name: &str,
+    reg: &Registered<ToolComponent>,
+    services: &Services,
+) -> Result<serde_json::Value, Error> {
+    let tool = &reg.component;
+    let described = tool
+        .description
+        .get_or_init(|| async {
+            if !tool.describes() {
+                return Ok(String::new());
+            }
+            let _slot = services.untrusted_slot().await;
+            describe_once(reg.fuel_metering, tool, reg.policy.limits.clone())
+                .await
+                .result
+                .map_err(|f| f.to_string())
+        })
+        .await;
+    let invalid = |why: String| Error::InvalidOutput(format!("tool `{name}`: describe {why}"));
+    let text = described.as_ref().map_err(|f| invalid(format!("failed: {f}")))?;
+    let (description, parameters) = if text.is_empty() && !tool.describes() {
+        (serde_json::Value::from(""), serde_json::json!({"type": "object"}))
+    } else {
+        if text.len() > MAX_TOOL_DESCRIPTION_BYTES {
+            return Err(invalid(format!(
+                "returned {} bytes; at most {MAX_TOOL_DESCRIPTION_BYTES}",
+                text.len()
+            )));
+        }
+        let serde_json::Value::Object(mut obj) = serde_json::from_str(text)
+            .map_err(|e| invalid(format!("returned invalid JSON ({e})")))?
+        else {
+            return Err(invalid(
+                "returned JSON that is not an object; return {\"description\", \"parameters\"}"
+                    .into(),
+            ));
+        };
+        let description = match obj.remove("description") {
+            None => serde_json::Value::from(""),
+            Some(d @ serde_json::Value::String(_)) => d,
+            Some(_) => return Err(invalid("returned a `description` that is not a string".into())),
+        };
+        let parameters = match obj.remove("parameters") {
+            None => serde_json::json!({"type": "object"}),
+            Some(p @ serde_json::Value::Object(_)) => p,
+            Some(_) => {
+                return Err(invalid(
+                    "returned `parameters` that is not a JSON Schema object".into(),
+                ));
+            }
+        };
+        (description, parameters)
+    };
+    Ok(serde_json::json!({
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }))
 }
 
 async fn attempt<T>(

@@ -6,7 +6,7 @@ use std::fmt;
 /// The WIT package every rollbox interface and world belongs to (`wit/worlds.wit`).
 pub const WIT_PACKAGE: &str = "rollbox:workflow";
 /// Its version.
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.1.1";
 
 /// The rollbox worlds a component can target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -30,7 +30,7 @@ impl WorldKind {
         }
     }
 
-    /// The world's WIT name, e.g. `rollbox:workflow/reward@0.1.0`.
+    /// The world's WIT name, e.g. `rollbox:workflow/reward@0.1.1`.
     pub fn qualified_name(self) -> String {
         format!("{WIT_PACKAGE}/{self}@{WIT_VERSION}")
     }

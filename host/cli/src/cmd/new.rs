@@ -326,6 +326,17 @@ use rollbox_sdk::tool::Tool;
 struct {{type}};
 
 impl Tool for {{type}} {
+    fn describe() -> serde_json::Value {
+        serde_json::json!({
+            "description": "Reverse a text.",
+            "parameters": {
+                "type": "object",
+                "properties": {"text": {"type": "string", "description": "The text to reverse"}},
+                "required": ["text"]
+            }
+        })
+    }
+
     fn call(name: String, args: String) -> Result<String, Error> {
         let args: serde_json::Value = serde_json::from_str(&args)?;
         match name.as_str() {
@@ -413,6 +424,16 @@ from componentize_py_types import Err
 
 
 class WitWorld(wit_world.WitWorld):
+    def describe(self) -> str:
+        return json.dumps({
+            "description": "Reverse a text.",
+            "parameters": {
+                "type": "object",
+                "properties": {"text": {"type": "string", "description": "The text to reverse"}},
+                "required": ["text"],
+            },
+        })
+
     def call(self, name: str, args: str) -> str:
         if name != "reverse":
             raise Err(f"no tool `{name}`; this component has `reverse`")

@@ -138,6 +138,19 @@ mod component {
     struct Calculator;
 
     impl Tool for Calculator {
+        fn describe() -> serde_json::Value {
+            serde_json::json!({
+                "description": "Evaluate an arithmetic expression: numbers, + - * / % ^ (power), unary minus and parentheses. Returns {\"result\": number}.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "expression": {"type": "string", "description": "The expression, e.g. \"(12 + 30) * 2 ^ 3\""}
+                    },
+                    "required": ["expression"]
+                }
+            })
+        }
+
         fn call(_name: String, args: String) -> Result<String, rollbox_sdk::Error> {
             let args: serde_json::Value =
                 serde_json::from_str(&args).map_err(|e| format!("arguments are not JSON: {e}"))?;
