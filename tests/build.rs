@@ -129,6 +129,21 @@ fn main() {
         "/// The Python reward component (`workflows/rewards/python`, componentize-py).\npub const PYTHON_REWARD: &str = {:?};\n",
         python.display().to_string()
     ));
+    let python_exec = componentize_py(
+        &root,
+        &target_dir,
+        Python {
+            world: "tool",
+            module: "app",
+            dirs: &["workflows/tools/python-exec"],
+            stub_wasi: false,
+            out: "python_exec_tool.wasm",
+        },
+    );
+    consts.push_str(&format!(
+        "/// The python-exec tool (`workflows/tools/python-exec`, componentize-py).\npub const PYTHON_EXEC_TOOL: &str = {:?};\n",
+        python_exec.display().to_string()
+    ));
     let math_verify = build_math_verify_reward(&root, &target_dir);
     consts.push_str(&format!(
         "/// AReaL's reward with the real math-verify (`workflows/rewards/math-verify`, componentize-py).\npub const MATH_VERIFY_REWARD: &str = {:?};\n",

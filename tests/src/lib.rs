@@ -129,12 +129,31 @@ pub async fn assert_serves_echo(rt: &Runtime) {
 /// Wrap a core module into a component of the rollbox `world` (`"tool"`, `"reward"`, ...):
 /// the world's WIT metadata embedded, then encoded by `wit-component`. For hand-made and
 /// generated hostile components.
-pub fn component_from_core(mut module: Vec<u8>, world: &str) -> Result<Vec<u8>, String> {
+pub fn component_from_core(module: Vec<u8>, world: &str) -> Result<Vec<u8>, String> {
     let mut resolve = wit_parser::Resolve::default();
     let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
     let (pkg, _) = resolve
         .push_dir(&wit)
         .map_err(|e| format!("parsing wit/: {e:#}"))?;
+    encode_component(module, resolve, pkg, world)
+}
+
+/// [`component_from_core`] for a world of the WIT package in `wit` (text), e.g. an older
+/// version of the rollbox contract.
+pub fn component_from_wit(module: Vec<u8>, wit: &str, world: &str) -> Result<Vec<u8>, String> {
+    let mut resolve = wit_parser::Resolve::default();
+    let pkg = resolve
+        .push_str("old.wit", wit)
+        .map_err(|e| format!("parsing the WIT text: {e:#}"))?;
+    encode_component(module, resolve, pkg, world)
+}
+
+fn encode_component(
+    mut module: Vec<u8>,
+    resolve: wit_parser::Resolve,
+    pkg: wit_parser::PackageId,
+    world: &str,
+) -> Result<Vec<u8>, String> {
     let world = resolve
         .select_world(&[pkg], Some(world))
         .map_err(|e| format!("{e:#}"))?;

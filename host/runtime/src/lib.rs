@@ -69,8 +69,10 @@ pub use runtime::{
 };
 pub use services::Services;
 pub use state::{LogLine, MAX_TABLE_ELEMENTS, RewardRecord};
+pub use tools::MAX_CALL_MANY_CALLS;
 pub use untrusted::{
-    CallPolicy, CallReport, DEFERRED_TEARDOWN_BYTES, MAX_REAP_BACKLOG, Registered, RewardCall,
+    CallPolicy, CallReport, DEFERRED_TEARDOWN_BYTES, MAX_REAP_BACKLOG, MAX_TOOL_DESCRIPTION_BYTES,
+    Registered, RewardCall,
 };
 pub use world::{WIT_PACKAGE, WIT_VERSION, WorldKind};
 

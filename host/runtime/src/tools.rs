@@ -21,6 +21,27 @@ async fn call_one(services: &Services, name: String, args: String) -> Result<Too
     call_with_retries(&name, &reg, args, services).await
 }
 
+/// Every registered tool's OpenAI schema, in name order (`tools.schemas`).
+async fn schemas(services: &Services) -> Result<serde_json::Value, Error> {
+    let mut out = Vec::new();
+    for name in services.tool_names() {
+        if let Some(reg) = services.tool(&name) {
+            out.push(tool_schema(&name, &reg, services).await?);
+        }
+    }
+    Ok(serde_json::Value::Array(out))
+}
+
+impl crate::Runtime {
+    /// The registered tools as OpenAI tool schemas (what workflows get from `tools.schemas`),
+    /// or why one could not be described.
+    pub async fn tool_schemas(&self) -> Result<serde_json::Value, String> {
+        schemas(&self.services)
+            .await
+            .map_err(|e| crate::rewards::describe(&e))
+    }
+}
+
 impl tools::Host for StoreState {
     async fn call(
         &mut self,
@@ -67,16 +88,6 @@ impl tools::Host for StoreState {
 
     async fn schemas(&mut self) -> wasmtime::Result<Result<String, Error>> {
         let services = self.ctx.services.clone();
-        let mut out = Vec::new();
-        for name in services.tool_names() {
-            let Some(reg) = services.tool(&name) else {
-                continue;
-            };
-            match tool_schema(&name, &reg, &services).await {
-                Ok(schema) => out.push(schema),
-                Err(e) => return Ok(Err(e)),
-            }
-        }
-        Ok(Ok(serde_json::Value::Array(out).to_string()))
+        Ok(schemas(&services).await.map(|s| s.to_string()))
     }
 }

@@ -119,7 +119,11 @@ impl Runtime {
 
     /// Call `tool`'s `describe` once in a fresh sandbox (a component built before WIT 0.1.1
     /// has none: an `Instantiate` fault naming the missing export).
-    pub async fn describe_tool(&self, tool: &ToolComponent, limits: Arc<Limits>) -> CallReport<String> {
+    pub async fn describe_tool(
+        &self,
+        tool: &ToolComponent,
+        limits: Arc<Limits>,
+    ) -> CallReport<String> {
         describe_once(self.config.fuel, tool, limits).await
     }
 }
@@ -162,10 +166,8 @@ async fn tool_once(
     attempt(tool.pre.engine(), fuel, id, limits, move |store| {
         Box::pin(async move {
             let instance = pre.instantiate_async(&mut *store).await?;
-            let call = instance.get_typed_func::<(&str, &str), (Result<String, String>,)>(
-                &mut *store,
-                "call",
-            )?;
+            let call = instance
+                .get_typed_func::<(&str, &str), (Result<String, String>,)>(&mut *store, "call")?;
             let (out,) = call.call_async(&mut *store, (&name, &args)).await?;
             Ok(out)
         })
@@ -174,7 +176,11 @@ async fn tool_once(
 }
 
 /// Call a tool's `describe` once in a fresh sandbox under `limits`.
-async fn describe_once(fuel: bool, tool: &ToolComponent, limits: Arc<Limits>) -> CallReport<String> {
+async fn describe_once(
+    fuel: bool,
+    tool: &ToolComponent,
+    limits: Arc<Limits>,
+) -> CallReport<String> {
     let pre = tool.pre.clone();
     let id = format!("tool-describe:{}", short(&tool.info.sha256));
     attempt(tool.pre.engine(), fuel, id, limits, move |store| {
@@ -215,9 +221,14 @@ pub(crate) async fn tool_schema(
         })
         .await;
     let invalid = |why: String| Error::InvalidOutput(format!("tool `{name}`: describe {why}"));
-    let text = described.as_ref().map_err(|f| invalid(format!("failed: {f}")))?;
+    let text = described
+        .as_ref()
+        .map_err(|f| invalid(format!("failed: {f}")))?;
     let (description, parameters) = if text.is_empty() && !tool.describes() {
-        (serde_json::Value::from(""), serde_json::json!({"type": "object"}))
+        (
+            serde_json::Value::from(""),
+            serde_json::json!({"type": "object"}),
+        )
     } else {
         if text.len() > MAX_TOOL_DESCRIPTION_BYTES {
             return Err(invalid(format!(
@@ -236,7 +247,11 @@ pub(crate) async fn tool_schema(
         let description = match obj.remove("description") {
             None => serde_json::Value::from(""),
             Some(d @ serde_json::Value::String(_)) => d,
-            Some(_) => return Err(invalid("returned a `description` that is not a string".into())),
+            Some(_) => {
+                return Err(invalid(
+                    "returned a `description` that is not a string".into(),
+                ));
+            }
         };
         let parameters = match obj.remove("parameters") {
             None => serde_json::json!({"type": "object"}),

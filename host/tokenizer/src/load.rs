@@ -254,31 +254,39 @@ impl HostTokenizer {
         template: Option<String>,
         source: String,
     ) -> Result<Self, TokenizerError> {
-        let text_of = |id: Option<u32>| id.and_then(|i| inner.id_to_token(i));
-        let template = template
-            .map(|t| {
-                ChatTemplate::new(
-                    &t,
-                    [
-                        ("bos_token", text_of(special.bos)),
-                        ("eos_token", text_of(special.eos)),
-                        ("pad_token", text_of(special.pad)),
-                        ("unk_token", text_of(special.unk)),
-                    ],
-                )
-            })
-            .transpose()?;
         let byte_decoder = ByteLevelDecoder::new(&inner);
         let vocab_size = inner.get_vocab_size(true);
-        Ok(HostTokenizer {
+        let tok = HostTokenizer {
             vocab_size,
             inner,
             fast,
             byte_decoder,
-            template,
+            template: None,
             special,
             source,
-        })
+        };
+        match template {
+            Some(t) => tok.with_chat_template(&t),
+            None => Ok(tok),
+        }
+    }
+
+    /// The same tokenizer with `template` (Jinja text) as its chat template instead of the
+    /// one it was loaded with, e.g. a model's template on a tokenizer that shares its
+    /// vocabulary, or a tool-calling template for a test.
+    pub fn with_chat_template(mut self, template: &str) -> Result<Self, TokenizerError> {
+        let text_of = |id: Option<u32>| id.and_then(|i| self.inner.id_to_token(i));
+        let s = &self.special;
+        self.template = Some(ChatTemplate::new(
+            template,
+            [
+                ("bos_token", text_of(s.bos)),
+                ("eos_token", text_of(s.eos)),
+                ("pad_token", text_of(s.pad)),
+                ("unk_token", text_of(s.unk)),
+            ],
+        )?);
+        Ok(self)
     }
 
     /// Where it was loaded from.

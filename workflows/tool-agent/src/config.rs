@@ -65,7 +65,9 @@ fn string(cfg: &Value, key: &str, default: &str) -> Result<String, String> {
     match &cfg[key] {
         Value::Null => Ok(default.to_string()),
         Value::String(s) if !s.is_empty() => Ok(s.clone()),
-        v => Err(format!("config `{key}` must be a non-empty string, got {v}")),
+        v => Err(format!(
+            "config `{key}` must be a non-empty string, got {v}"
+        )),
     }
 }
 
@@ -142,11 +144,16 @@ mod tests {
     fn defaults_and_errors_name_the_key() {
         let c = Config::from_json(&json!({})).expect("defaults");
         assert_eq!(c.parser, Parser::Hermes);
-        assert_eq!((c.max_turns, c.max_parallel_calls, c.max_invalid_calls), (4, 1, 3));
+        assert_eq!(
+            (c.max_turns, c.max_parallel_calls, c.max_invalid_calls),
+            (4, 1, 3)
+        );
         assert_eq!(c.max_tool_output_chars, 1024);
         assert_eq!(c.reward, "math");
         let tir = Config::from_json(&json!({"parser": "stop-markers"})).expect("tir");
-        assert!(matches!(tir.parser, Parser::StopMarkers { ref start, .. } if start == "```python"));
+        assert!(
+            matches!(tir.parser, Parser::StopMarkers { ref start, .. } if start == "```python")
+        );
         for (bad, key) in [
             (json!({"max_turns": 0}), "max_turns"),
             (json!({"max_turns": -1}), "max_turns"),
@@ -156,7 +163,10 @@ mod tests {
             (json!({"max_parallel_calls": 0}), "max_parallel_calls"),
             (json!({"max_new_tokens_total": 0}), "max_new_tokens_total"),
             (json!({"max_tool_output_chars": 3}), "max_tool_output_chars"),
-            (json!({"parser": "stop-markers", "markers": {"start": ""}}), "start"),
+            (
+                json!({"parser": "stop-markers", "markers": {"start": ""}}),
+                "start",
+            ),
         ] {
             let e = Config::from_json(&bad).expect_err("refused");
             assert!(e.contains(&format!("`{key}`")), "{bad}: {e}");

@@ -125,7 +125,9 @@ impl Template {
     fn close(&self, output: &[u32]) -> Vec<u32> {
         match self.eos {
             Some(eos) if output.last() == Some(&eos) => self.after_eos.clone(),
-            Some(eos) => std::iter::once(eos).chain(self.after_eos.iter().copied()).collect(),
+            Some(eos) => std::iter::once(eos)
+                .chain(self.after_eos.iter().copied())
+                .collect(),
             None => Vec::new(),
         }
     }

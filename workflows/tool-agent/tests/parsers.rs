@@ -22,7 +22,11 @@ fn hermes_fixtures() {
             match (got, want["error"].as_str()) {
                 (Ok(call), None) => {
                     assert_eq!(call.name, want["name"], "{text}");
-                    assert_eq!(Value::Object(call.arguments.clone()), want["arguments"], "{text}");
+                    assert_eq!(
+                        Value::Object(call.arguments.clone()),
+                        want["arguments"],
+                        "{text}"
+                    );
                 }
                 (Err(e), Some(kind)) => {
                     assert_eq!(e.kind, kind, "{text}: {}", e.detail);
@@ -44,19 +48,29 @@ fn stop_marker_fixtures() {
     }
     for case in f["ends_with_marker"].as_array().expect("cases") {
         let text = case["text"].as_str().expect("text");
-        let got = ends_with_marker(text, case["marker"].as_str().expect("marker"), case["eos"].as_str());
+        let got = ends_with_marker(
+            text,
+            case["marker"].as_str().expect("marker"),
+            case["eos"].as_str(),
+        );
         assert_eq!(got, case["expect"] == true, "{text}");
     }
     for case in f["truncate_middle"].as_array().expect("cases") {
         let text = case["text"].as_str().expect("text");
         let max = case["max"].as_u64().expect("max") as usize;
-        assert_eq!(truncate_middle(text, max), case["expect"].as_str().expect("expect"));
+        assert_eq!(
+            truncate_middle(text, max),
+            case["expect"].as_str().expect("expect")
+        );
     }
 }
 
 #[test]
 fn a_huge_call_is_invalid_without_parsing() {
-    let body = format!("<tool_call>{{\"name\": \"a\", \"arguments\": {{\"x\": \"{}\"}}}}</tool_call>", "y".repeat(300 << 10));
+    let body = format!(
+        "<tool_call>{{\"name\": \"a\", \"arguments\": {{\"x\": \"{}\"}}}}</tool_call>",
+        "y".repeat(300 << 10)
+    );
     let parsed = hermes(&body);
     assert!(matches!(&parsed.calls[..], [Err(e)] if e.kind == "invalid_call"));
 }
