@@ -29,6 +29,12 @@ const BUILTINS: &[(&str, &str, &str, &str)] = &[
         "retry with feedback until the reward is positive (AReaL's MultiTurnWorkflow)",
     ),
     (
+        "tool-agent",
+        "workflow",
+        "rollbox-workflow-tool-agent",
+        "a tool-using agent: Hermes tool calls or stop markers, token-in/token-out",
+    ),
+    (
         "math",
         "reward",
         "rollbox-reward-math",

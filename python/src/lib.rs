@@ -20,7 +20,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use rollbox::cmd::ComponentArgs;
-use rollbox::limits::parse_registration;
+use rollbox::limits::{parse_registration, parse_tool_registration};
 use rollbox_runtime::{EpisodeRequest, Limits, Runtime, RuntimeConfig, WorkflowComponent};
 
 use engine::PyEngine;
@@ -46,7 +46,11 @@ struct Host {
 
 /// A registration string (`PATH[,timeout=5s,...]`) from a dict value: a path, a string with
 /// options, or `{"path", "timeout", "retries", "memory", "fuel"}`.
-fn registration(name: &str, value: &Bound<'_, PyAny>) -> PyResult<rollbox::limits::Registration> {
+fn registration(
+    name: &str,
+    value: &Bound<'_, PyAny>,
+    parse: fn(&str) -> anyhow::Result<rollbox::limits::Registration>,
+) -> PyResult<rollbox::limits::Registration> {
     let text = if let Ok(s) = value.extract::<String>() {
         format!("{name}={s}")
     } else if let Ok(p) = value.extract::<PathBuf>() {
@@ -69,14 +73,17 @@ fn registration(name: &str, value: &Bound<'_, PyAny>) -> PyResult<rollbox::limit
             "`{name}` must be a path, \"PATH,timeout=5s,...\" or {{\"path\": ..., \"timeout\": ...}}"
         )));
     };
-    parse_registration(&text).map_err(|e| PyValueError::new_err(format!("{e:#}")))
+    parse(&text).map_err(|e| PyValueError::new_err(format!("{e:#}")))
 }
 
-fn registrations(what: &Option<Bound<'_, PyDict>>) -> PyResult<Vec<rollbox::limits::Registration>> {
+fn registrations(
+    what: &Option<Bound<'_, PyDict>>,
+    parse: fn(&str) -> anyhow::Result<rollbox::limits::Registration>,
+) -> PyResult<Vec<rollbox::limits::Registration>> {
     let mut out = Vec::new();
     if let Some(d) = what {
         for (k, v) in d.iter() {
-            out.push(registration(&k.extract::<String>()?, &v)?);
+            out.push(registration(&k.extract::<String>()?, &v, parse)?);
         }
     }
     Ok(out)
@@ -141,8 +148,8 @@ impl Host {
         let args = ComponentArgs {
             engine: spec,
             tokenizer,
-            rewards: registrations(&rewards)?,
-            tools: registrations(&tools)?,
+            rewards: registrations(&rewards, parse_registration)?,
+            tools: registrations(&tools, parse_tool_registration)?,
             record: None,
         };
         let config_text = match config {

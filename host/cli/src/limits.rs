@@ -93,8 +93,19 @@ pub struct Registration {
     pub policy: CallPolicy,
 }
 
-/// Parse `NAME=PATH[,key=value...]`.
+/// Parse a `--reward` registration `NAME=PATH[,key=value...]` (AReaL's reward defaults:
+/// 15 s, 256 MiB, 3 retries).
 pub fn parse_registration(s: &str) -> anyhow::Result<Registration> {
+    parse_with(s, CallPolicy::default())
+}
+
+/// Parse a `--tool` registration `NAME=PATH[,key=value...]` (tool defaults: 5 s, 128 MiB, no
+/// retries).
+pub fn parse_tool_registration(s: &str) -> anyhow::Result<Registration> {
+    parse_with(s, CallPolicy::tool())
+}
+
+fn parse_with(s: &str, defaults: CallPolicy) -> anyhow::Result<Registration> {
     let mut parts = s.split(',');
     let head = parts.next().unwrap_or_default();
     // `NAME` alone: the built-in component of that name (a name, not a path).
@@ -109,8 +120,8 @@ pub fn parse_registration(s: &str) -> anyhow::Result<Registration> {
             "`{s}` should be NAME=PATH or a built-in's NAME [,timeout=15s,retries=3,memory=256MiB,fuel=N]"
         );
     }
-    let mut limits = Limits::untrusted_call();
-    let mut retries = 3;
+    let mut limits = (*defaults.limits).clone();
+    let mut retries = defaults.retries;
     for opt in parts {
         let Some((k, v)) = opt.split_once('=') else {
             bail!("option `{opt}` in `{s}` should be key=value");
@@ -222,6 +233,12 @@ mod tests {
         assert_eq!(r.policy.retries, 1);
         assert_eq!(r.policy.limits.timeout, Duration::from_secs(2));
         assert_eq!(r.policy.limits.max_memory_bytes, 64 << 20);
+        let t = parse_tool_registration("py=x.wasm").expect("tool defaults");
+        assert_eq!(t.policy.retries, 0);
+        assert_eq!(t.policy.limits.timeout, Duration::from_secs(5));
+        assert_eq!(t.policy.limits.max_memory_bytes, 128 << 20);
+        let t = parse_tool_registration("py=x.wasm,timeout=30s,retries=1").expect("tool");
+        assert_eq!((t.policy.limits.timeout, t.policy.retries), (Duration::from_secs(30), 1));
         let d = parse_registration("m=x.wasm").expect("defaults");
         assert_eq!(d.policy.retries, 3);
         assert_eq!(d.policy.limits.timeout, Duration::from_secs(15));

@@ -92,6 +92,16 @@ impl Limits {
         }
     }
 
+    /// Defaults for tool calls: [`Limits::untrusted_call`] with 5 s and 128 MiB. An agent waits
+    /// on every call, and model-written code that runs longer is a loop more often than not.
+    pub fn untrusted_tool() -> Self {
+        Limits {
+            max_memory_bytes: 128 << 20,
+            timeout: Duration::from_secs(5),
+            ..Self::untrusted_call()
+        }
+    }
+
     /// Check that the settings are usable, naming the first one that is not.
     pub fn validate(&self) -> Result<(), String> {
         if self.max_memory_bytes == 0 || self.max_memory_bytes > MAX_MEMORY_BYTES_CAP {

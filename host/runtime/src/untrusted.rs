@@ -59,6 +59,18 @@ pub struct CallPolicy {
     pub retries: u32,
 }
 
+impl CallPolicy {
+    /// The default for tools: [`Limits::untrusted_tool`] (5 s, 128 MiB) and no retries (a
+    /// tool's failure is an observation for the agent; running model-written code again after
+    /// a timeout would only time out again).
+    pub fn tool() -> Self {
+        CallPolicy {
+            limits: Arc::new(Limits::untrusted_tool()),
+            retries: 0,
+        }
+    }
+}
+
 impl Default for CallPolicy {
     fn default() -> Self {
         CallPolicy {

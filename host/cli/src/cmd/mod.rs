@@ -20,7 +20,7 @@ use rollbox_engines::{ENGINE_SPECS, EngineSpec};
 use rollbox_runtime::{Runtime, Services};
 use rollbox_tokenizer::HostTokenizer;
 
-use crate::limits::{Registration, parse_registration};
+use crate::limits::{Registration, parse_registration, parse_tool_registration};
 
 /// The components and engine of a job: `run`, `rollout` and `serve` flatten these.
 #[derive(Args, Debug, Clone, Default)]
@@ -38,9 +38,9 @@ pub struct ComponentArgs {
     /// built-in math reward as `math` when none is given.
     #[arg(long = "reward", value_parser = parse_registration)]
     pub rewards: Vec<Registration>,
-    /// Register a tool component: NAME=PATH[,timeout=..,retries=..,memory=..,fuel=..]; PATH
-    /// (or NAME alone) may be a built-in's name (`calculator`).
-    #[arg(long = "tool", value_parser = parse_registration)]
+    /// Register a tool component: NAME=PATH[,timeout=5s,retries=0,memory=128MiB,fuel=N];
+    /// PATH (or NAME alone) may be a built-in's name (`calculator`).
+    #[arg(long = "tool", value_parser = parse_tool_registration)]
     pub tools: Vec<Registration>,
     /// Append every engine answer to this JSONL file (replay format; re-run with
     /// --engine replay:FILE).
