@@ -8,6 +8,7 @@ mod rewards;
 mod rollout;
 mod sandbox;
 mod tokenizer;
+mod tools;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -47,6 +48,38 @@ enum Bench {
             default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_workflow_echo.wasm"
         )]
         echo: PathBuf,
+    },
+    /// Tool-call latency: python-exec on a short snippet (fresh instance per call) next to the
+    /// same snippet through subprocess.run in the same run, the calculator, and host RSS per
+    /// python-exec call in flight.
+    Tools {
+        /// Interleaved rounds (each: a batch of python-exec calls, a batch of subprocesses).
+        #[arg(long, default_value_t = 10)]
+        rounds: usize,
+        /// Calls per side per round.
+        #[arg(long, default_value_t = 50)]
+        per_round: usize,
+        /// python-exec calls held in flight for the RSS figure.
+        #[arg(long, default_value_t = 16)]
+        in_flight: usize,
+        /// The python-exec tool component (scripts/build-python-exec.sh, or cargo test).
+        #[arg(
+            long,
+            default_value = "target/wasm-guests/python/python_exec_tool.wasm"
+        )]
+        python_exec: PathBuf,
+        /// The calculator tool component.
+        #[arg(
+            long,
+            default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_tool_calculator.wasm"
+        )]
+        calculator: PathBuf,
+        /// The process-per-call baseline script.
+        #[arg(long, default_value = "scripts/tool_baseline.py")]
+        baseline: PathBuf,
+        /// The Python the baseline runs (its `sys.executable` starts each call).
+        #[arg(long, default_value = "python3")]
+        python: String,
     },
     /// Reward-call latency (p50/p99) and throughput for the Rust and Python rewards, next to an
     /// AReaL-style process-pool call of the same Python scoring measured in the same run.
@@ -270,6 +303,28 @@ async fn run(which: Bench) -> anyhow::Result<()> {
             iterations,
             baseline,
         } => tokenizer::run(Path::new(&model), iterations, &baseline),
+        Bench::Tools {
+            rounds,
+            per_round,
+            in_flight,
+            python_exec,
+            calculator,
+            baseline,
+            python,
+        } => {
+            tools::run(
+                rounds,
+                per_round,
+                in_flight,
+                tools::Components {
+                    python_exec: &python_exec,
+                    calculator: &calculator,
+                    baseline: &baseline,
+                    python: &python,
+                },
+            )
+            .await
+        }
         Bench::Rewards {
             iterations,
             concurrency,

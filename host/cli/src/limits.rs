@@ -238,7 +238,10 @@ mod tests {
         assert_eq!(t.policy.limits.timeout, Duration::from_secs(5));
         assert_eq!(t.policy.limits.max_memory_bytes, 128 << 20);
         let t = parse_tool_registration("py=x.wasm,timeout=30s,retries=1").expect("tool");
-        assert_eq!((t.policy.limits.timeout, t.policy.retries), (Duration::from_secs(30), 1));
+        assert_eq!(
+            (t.policy.limits.timeout, t.policy.retries),
+            (Duration::from_secs(30), 1)
+        );
         let d = parse_registration("m=x.wasm").expect("defaults");
         assert_eq!(d.policy.retries, 3);
         assert_eq!(d.policy.limits.timeout, Duration::from_secs(15));

@@ -413,9 +413,15 @@ fn tool_agent_rollout_on_the_embedded_model_completes() {
     for line in lines.lines() {
         let t: Value = serde_json::from_str(line).expect("line");
         let meta = &t["metadata"];
-        assert!(meta["turns"].as_u64().is_some_and(|n| (1..=2).contains(&n)), "{meta}");
+        assert!(
+            meta["turns"].as_u64().is_some_and(|n| (1..=2).contains(&n)),
+            "{meta}"
+        );
         assert!(meta["end"].is_string(), "{meta}");
         turns += meta["turns"].as_u64().unwrap_or_default();
     }
-    eprintln!("tool-agent on the embedded model: {} episodes, {turns} assistant turns, stats {stats}", lines.lines().count());
+    eprintln!(
+        "tool-agent on the embedded model: {} episodes, {turns} assistant turns, stats {stats}",
+        lines.lines().count()
+    );
 }

@@ -378,10 +378,7 @@ impl Run {
             None => None,
         };
         let mut text = String::new();
-        loop {
-            let Some(resp) = self.generate(Some(&start))? else {
-                break;
-            };
+        while let Some(resp) = self.generate(Some(&start))? {
             let segment = tokenizer::decode(&resp.output_tokens, false)?;
             text.push_str(&Self::text(&resp, eos)?);
             self.turns += 1;
