@@ -82,20 +82,27 @@ fn tokenizer(hermes_template: bool) -> Arc<HostTokenizer> {
     Arc::new(tok.with_chat_template(&template).expect("template"))
 }
 
-/// A runtime on `backend` with python-exec as `python`, the calculator as `calculator` and
-/// the math reward.
-fn runtime(tok: &Arc<HostTokenizer>, backend: Arc<dyn InferenceBackend>) -> Runtime {
+/// A runtime on `backend` with python-exec as `python` (the tool defaults, or a 1 s timeout
+/// with `short_timeout`), the calculator as `calculator` and the math reward.
+fn runtime(
+    tok: &Arc<HostTokenizer>,
+    backend: Arc<dyn InferenceBackend>,
+    short_timeout: bool,
+) -> Runtime {
     let rt = rollbox_tests::workflow_runtime(tok, backend);
-    rt.register_tool(
-        "python",
-        Path::new(c::PYTHON_EXEC_TOOL),
-        CallPolicy::default(),
-    )
-    .expect("python-exec");
+    let mut python = CallPolicy::tool();
+    if short_timeout {
+        python.limits = Arc::new(Limits {
+            timeout: std::time::Duration::from_secs(1),
+            ..Limits::untrusted_tool()
+        });
+    }
+    rt.register_tool("python", Path::new(c::PYTHON_EXEC_TOOL), python)
+        .expect("python-exec");
     rt.register_tool(
         "calculator",
         Path::new(c::TOOL_CALCULATOR),
-        CallPolicy::default(),
+        CallPolicy::tool(),
     )
     .expect("calculator");
     rt
@@ -127,12 +134,12 @@ async fn episode(
             next: Mutex::new(0),
         });
         let recording = RecordingBackend::new(scripted, &path).expect("record file");
-        let rt = runtime(tok, Arc::new(recording));
+        let rt = runtime(tok, Arc::new(recording), true);
         run(&rt, config.clone()).await;
     }
     let replay = ReplayBackend::from_file(&path)
         .expect("the recording (ROLLBOX_RECORD_TOOL_AGENT=1 writes it)");
-    let rt = runtime(tok, Arc::new(replay));
+    let rt = runtime(tok, Arc::new(replay), true);
     let report = run(&rt, config).await;
     (report, outputs.into_iter().map(|o| o.0).collect())
 }
@@ -409,4 +416,133 @@ async fn a_call_cut_by_length_ends_the_episode_truncated() {
         TensorData::Bool(v) => assert_eq!(v, vec![true]),
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn limits_and_failures_are_observations() {
+    let tok = tokenizer(false);
+    let script: &[(&str, StopReason)] = &[
+        (
+            "Three at once.\n<tool_call>\n{\"name\": \"python\", \"arguments\": {\"code\": \"print('x' * 5000)\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"1 + 1\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"python\", \"arguments\": {\"code\": \"1\"}}\n</tool_call>",
+            StopReason::Stop,
+        ),
+        (
+            "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"6*7\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"python\", \"arguments\": {\"code\": \"while True: pass\"}}\n</tool_call>",
+            StopReason::Stop,
+        ),
+        (
+            "<tool_call>\n{\"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"python\", \"arguments\": [1]}\n</tool_call>",
+            StopReason::Stop,
+        ),
+    ];
+    let (report, outputs) = episode(
+        &tok,
+        "limits-smollm2.jsonl",
+        script,
+        json!({"max_parallel_calls": 2, "max_invalid_calls": 2, "max_tool_output_chars": 64, "max_turns": 6}),
+    )
+    .await;
+    let t = accepted(&report);
+    check_tensors(t, &outputs);
+    let meta = t.metadata();
+    assert_eq!(
+        (
+            &meta["turns"],
+            &meta["tool_calls"],
+            &meta["invalid_calls"],
+            &meta["end"]
+        ),
+        (&json!(3), &json!(3), &json!(3), &json!("max_invalid_calls")),
+        "{meta}"
+    );
+    let observed: Vec<String> = meta["conversation"]
+        .as_array()
+        .expect("conversation")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().expect("text").to_string())
+        .collect();
+    // Turn 1: two calls run, the third is over max_parallel_calls; the long output is cut in
+    // the middle to 64 characters plus the marker.
+    assert_eq!(observed.len(), 5, "{observed:?}");
+    assert_eq!(
+        observed[0].chars().count(),
+        64 + "...(truncated)...".len(),
+        "{}",
+        observed[0]
+    );
+    assert!(
+        observed[0].starts_with("{\"ok\": true, \"stdout\": \"xxx")
+            && observed[0].contains("...(truncated)...")
+    );
+    assert_eq!(observed[1], "{\"result\":2.0}");
+    assert!(
+        observed[2].starts_with("error: limit_exceeded: at most 2 tool call(s) run per turn"),
+        "{}",
+        observed[2]
+    );
+    // Turn 2: an unknown tool, and a snippet stopped by the tool's 1 s timeout.
+    assert!(
+        observed[3].starts_with(
+            "error: unknown_tool: no tool named `search`; the tools are: calculator, python"
+        ),
+        "{}",
+        observed[3]
+    );
+    assert!(
+        observed[4].starts_with(
+            "error: timeout: tool `python` failed on all 1 attempts: timed out after 1000 ms"
+        ),
+        "{}",
+        observed[4]
+    );
+    // Turn 3: two more invalid calls are one past max_invalid_calls: the episode ends there,
+    // with no tool turn after the last output.
+    let ids = ints(t, "input_ids");
+    assert_eq!(
+        ints(t, "loss_mask").last(),
+        Some(&1),
+        "ends on the model's output"
+    );
+    assert!(ids.len() > 0);
+    let tool_ms = report
+        .stats
+        .iter()
+        .find(|(k, _)| k == "tool_ms")
+        .map(|s| s.1);
+    assert!(tool_ms.is_some_and(|ms| ms >= 1000.0), "{tool_ms:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_assistant_token_budget_ends_the_episode() {
+    let tok = tokenizer(false);
+    let first = "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"6 * 7\"}}\n</tool_call>";
+    let budget = tok.encode(first, false).expect("encode").len() + 1;
+    let script: &[(&str, StopReason)] = &[(first, StopReason::Stop)];
+    let (report, outputs) = episode(
+        &tok,
+        "budget-smollm2.jsonl",
+        script,
+        json!({"max_new_tokens_total": budget}),
+    )
+    .await;
+    let t = accepted(&report);
+    check_tensors(t, &outputs);
+    let meta = t.metadata();
+    assert_eq!(
+        (&meta["end"], &meta["tool_calls"]),
+        (&json!("max_new_tokens_total"), &json!(1)),
+        "{meta}"
+    );
+    match t
+        .get("is_truncated")
+        .expect("is_truncated")
+        .data()
+        .expect("data")
+    {
+        TensorData::Bool(v) => assert_eq!(v, vec![true]),
+        other => panic!("{other:?}"),
+    }
+    // The tool turn after the call is context, and no second generation was asked for.
+    assert_eq!(ints(t, "loss_mask").last(), Some(&0));
 }

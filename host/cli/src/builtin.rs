@@ -133,7 +133,10 @@ mod tests {
     #[test]
     fn builtins_are_components_of_their_world_and_resolve_by_name() {
         let names: Vec<&str> = BUILTINS.iter().map(|b| b.name).collect();
-        assert_eq!(names, ["rlvr", "multi-turn", "math", "calculator"]);
+        assert_eq!(
+            names,
+            ["rlvr", "multi-turn", "tool-agent", "math", "calculator"]
+        );
         for b in BUILTINS {
             // The component binary's preamble (version 0x0d, layer 1).
             assert_eq!(&b.bytes[..8], b"\0asm\x0d\0\x01\0", "{}", b.name);

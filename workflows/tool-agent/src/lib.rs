@@ -280,13 +280,13 @@ impl Run {
         }
         if !pending.is_empty() {
             let calls: Vec<ToolCall> = pending.iter().map(|(_, c)| c.clone()).collect();
+            // Wall time waiting on the tools (the turn's calls run concurrently: counted once).
+            let start = std::time::Instant::now();
             let results = tools::call_many(&calls);
+            self.tool_us += start.elapsed().as_micros() as u64;
             for ((index, _), result) in pending.iter().zip(results) {
                 observed[*index].1 = Some(match result {
-                    Ok(r) => {
-                        self.tool_us += r.accounting.wall_us;
-                        truncate_middle(&r.output, self.cfg.max_tool_output_chars)
-                    }
+                    Ok(r) => truncate_middle(&r.output, self.cfg.max_tool_output_chars),
                     Err(e) => {
                         let (kind, detail) = error_kind(&e);
                         error_observation(kind, &truncate_middle(detail, 512))
