@@ -1,7 +1,7 @@
 //! Fuzzes loading by path with generated and mutated component files:
 //!
-//! * `wasm-smith` core modules with the `tool` world's core exports (`call`, `cabi_realloc`,
-//!   `memory`) and random bodies, start functions, data segments and tables, wrapped into
+//! * `wasm-smith` core modules with the `tool` world's core exports (`call`, `describe`,
+//!   `cabi_realloc`, `memory`) and random bodies, start functions, data segments and tables, wrapped into
 //!   components with the world's metadata (`wit-component`), written to a file, loaded and
 //!   called;
 //! * real components (a workflow, a reward, a tool) with random byte changes, truncations,
@@ -46,6 +46,7 @@ fn limits() -> Arc<Limits> {
 const TOOL_EXPORTS: &str = r#"(module
     (memory (export "memory") 1)
     (func (export "call") (param i32 i32 i32 i32) (result i32) (i32.const 0))
+    (func (export "describe") (result i32) (i32.const 0))
     (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) (i32.const 8)))"#;
 
 fn generated_tool(rng: &mut StdRng, exports: &[u8]) -> Option<Vec<u8>> {
@@ -133,6 +134,9 @@ async fn exercise(rt: &Arc<Runtime>, path: PathBuf) -> Result<&'static str, Stri
             eprintln!("load_tool: {e:#}");
         }
         if let Ok(tool) = rt.load_tool(&path) {
+            // Whatever `describe` returns or does, the host survives it (its output is
+            // checked where schemas are built).
+            let _ = rt.describe_tool(&tool, limits()).await;
             let r = rt.call_tool(&tool, "t".into(), "{}".into(), limits()).await;
             outcome = if r.result.is_ok() {
                 "tool ok"

@@ -372,6 +372,7 @@ fn looping_start_component() -> Vec<u8> {
             (func $spin (loop $forever (br $forever)))
             (start $spin)
             (func (export "call") (param i32 i32 i32 i32) (result i32) (i32.const 0))
+            (func (export "describe") (result i32) (i32.const 0))
             (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) (i32.const 1024)))"#,
     )
     .expect("valid WAT");
