@@ -1,0 +1,233 @@
+//! Bicubic resize of 8-bit RGB, ported from the two kernels `transformers` runs, so the bytes
+//! are theirs:
+//!
+//! * [`pil_bicubic`]: Pillow's `Image.resize(..., BICUBIC)` (`Qwen2VLImageProcessor`):
+//!   double-precision filter weights normalised per output pixel, stored as 22-bit fixed point,
+//!   a horizontal pass to 8 bits, then a vertical pass.
+//! * [`torch_bicubic_aa`]: ATen's antialiased uint8 bicubic (`torchvision` `resize(...,
+//!   BICUBIC, antialias=True)` on uint8, `Qwen2VLImageProcessorFast`): the same filter and
+//!   passes, but weights stored as int16 with a precision chosen per axis from the largest
+//!   weight.
+//!
+//! Both use Keys' cubic with a = -0.5 and a support of 2 input pixels, widened by the scale
+//! when shrinking (antialiasing). A dimension that keeps its size is not resampled.
+
+use crate::Rgb;
+
+/// Keys' cubic convolution kernel, a = -0.5.
+fn cubic(x: f64) -> f64 {
+    const A: f64 = -0.5;
+    let x = x.abs();
+    if x < 1.0 {
+        ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+    } else if x < 2.0 {
+        (((x - 5.0) * x + 8.0) * x - 4.0) * A
+    } else {
+        0.0
+    }
+}
+
+/// One axis's filter: for each output index, the first input index and the fixed-point
+/// weights of the inputs it reads.
+struct Axis {
+    /// (first input index, number of inputs) per output index.
+    bounds: Vec<(usize, usize)>,
+    /// `ksize` weights per output index.
+    weights: Vec<i32>,
+    ksize: usize,
+    precision: u32,
+}
+
+/// Normalised double weights per output index, as both references compute them.
+fn float_weights(in_size: usize, out_size: usize) -> (Vec<(usize, usize)>, Vec<f64>, usize) {
+    let scale = in_size as f64 / out_size as f64;
+    let filterscale = scale.max(1.0);
+    let support = 2.0 * filterscale;
+    let ksize = support.ceil() as usize * 2 + 1;
+    let mut bounds = Vec::with_capacity(out_size);
+    let mut kk = vec![0.0f64; out_size * ksize];
+    for xx in 0..out_size {
+        let center = (xx as f64 + 0.5) * scale;
+        let ss = 1.0 / filterscale;
+        let xmin = ((center - support + 0.5) as i64).max(0) as usize;
+        let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
+        let n = xmax.saturating_sub(xmin).min(ksize);
+        let k = &mut kk[xx * ksize..xx * ksize + ksize];
+        let mut ww = 0.0;
+        for (x, kx) in k.iter_mut().enumerate().take(n) {
+            let w = cubic((x as f64 + xmin as f64 - center + 0.5) * ss);
+            *kx = w;
+            ww += w;
+        }
+        if ww != 0.0 {
+            for kx in k.iter_mut().take(n) {
+                *kx /= ww;
+            }
+        }
+        bounds.push((xmin, n));
+    }
+    (bounds, kk, ksize)
+}
+
+/// Round half away from zero, as both references convert weights (`(int)(±0.5 + v)`).
+fn round_away(v: f64) -> i32 {
+    if v < 0.0 {
+        (-0.5 + v) as i32
+    } else {
+        (0.5 + v) as i32
+    }
+}
+
+/// Pillow: weights in 22-bit fixed point (32 bits less 8 for the pixel, 2 for overflow).
+fn pil_axis(in_size: usize, out_size: usize) -> Axis {
+    const PRECISION_BITS: u32 = 32 - 8 - 2;
+    let (bounds, kk, ksize) = float_weights(in_size, out_size);
+    let weights = kk
+        .iter()
+        .map(|&k| round_away(k * f64::from(1u32 << PRECISION_BITS)))
+        .collect();
+    Axis {
+        bounds,
+        weights,
+        ksize,
+        precision: PRECISION_BITS,
+    }
+}
+
+/// ATen: int16 weights, with the largest precision (below 22 bits) at which twice the largest
+/// weight still fits in 15 bits.
+fn torch_axis(in_size: usize, out_size: usize) -> Axis {
+    let (bounds, kk, ksize) = float_weights(in_size, out_size);
+    let wt_max = kk.iter().copied().fold(0.0f64, f64::max);
+    let mut precision = 0u32;
+    while precision < 22 {
+        let next = (0.5 + wt_max * f64::from(1u32 << (precision + 1))) as i32;
+        if next >= 1 << 15 {
+            break;
+        }
+        precision += 1;
+    }
+    let weights = kk
+        .iter()
+        .map(|&k| i32::from(round_away(k * f64::from(1u32 << precision)) as i16))
+        .collect();
+    Axis {
+        bounds,
+        weights,
+        ksize,
+        precision,
+    }
+}
+
+/// `(sum + half) >> precision`, clamped to a byte (arithmetic shift: negatives floor).
+fn to_u8(sum: i32, precision: u32) -> u8 {
+    (sum >> precision).clamp(0, 255) as u8
+}
+
+fn horizontal(src: &Rgb, axis: &Axis, out_w: usize) -> Rgb {
+    let mut data = vec![0u8; src.height * out_w * 3];
+    let half = 1i32 << (axis.precision - 1);
+    for y in 0..src.height {
+        let row = &src.data[y * src.width * 3..(y + 1) * src.width * 3];
+        let out = &mut data[y * out_w * 3..(y + 1) * out_w * 3];
+        for (xx, &(xmin, n)) in axis.bounds.iter().enumerate() {
+            let k = &axis.weights[xx * axis.ksize..xx * axis.ksize + n];
+            let mut ss = [half; 3];
+            for (i, &w) in k.iter().enumerate() {
+                let p = &row[(xmin + i) * 3..(xmin + i) * 3 + 3];
+                for c in 0..3 {
+                    ss[c] += i32::from(p[c]) * w;
+                }
+            }
+            for c in 0..3 {
+                out[xx * 3 + c] = to_u8(ss[c], axis.precision);
+            }
+        }
+    }
+    Rgb {
+        width: out_w,
+        height: src.height,
+        data,
+    }
+}
+
+fn vertical(src: &Rgb, axis: &Axis, out_h: usize) -> Rgb {
+    let stride = src.width * 3;
+    let mut data = vec![0u8; out_h * stride];
+    let half = 1i32 << (axis.precision - 1);
+    let mut acc = vec![0i32; stride];
+    for (yy, &(ymin, n)) in axis.bounds.iter().enumerate() {
+        let k = &axis.weights[yy * axis.ksize..yy * axis.ksize + n];
+        acc.fill(half);
+        for (i, &w) in k.iter().enumerate() {
+            let row = &src.data[(ymin + i) * stride..(ymin + i + 1) * stride];
+            for (a, &p) in acc.iter_mut().zip(row) {
+                *a += i32::from(p) * w;
+            }
+        }
+        for (o, &a) in data[yy * stride..(yy + 1) * stride].iter_mut().zip(&acc) {
+            *o = to_u8(a, axis.precision);
+        }
+    }
+    Rgb {
+        width: src.width,
+        height: out_h,
+        data,
+    }
+}
+
+fn separable(src: &Rgb, w: usize, h: usize, axis: fn(usize, usize) -> Axis) -> Rgb {
+    let mut img = std::borrow::Cow::Borrowed(src);
+    if w != src.width {
+        img = std::borrow::Cow::Owned(horizontal(&img, &axis(src.width, w), w));
+    }
+    if h != src.height {
+        img = std::borrow::Cow::Owned(vertical(&img, &axis(src.height, h), h));
+    }
+    img.into_owned()
+}
+
+/// Pillow's bicubic `resize((w, h))` of `src`. `w` and `h` must be at least 1.
+///
+/// Pillow's `Image.resize` shrinks an image more than 100 times taller than wide in two calls,
+/// the vertical pass first; the 8-bit intermediate then differs from horizontal-first, so that
+/// order is kept here.
+pub fn pil_bicubic(src: &Rgb, w: usize, h: usize) -> Rgb {
+    if src.height > src.width * 100 && h < src.height {
+        let tall = separable(src, src.width, h, pil_axis);
+        return separable(&tall, w, h, pil_axis);
+    }
+    separable(src, w, h, pil_axis)
+}
+
+/// ATen's antialiased uint8 bicubic resize of `src` to `w` x `h` (at least 1 each).
+pub fn torch_bicubic_aa(src: &Rgb, w: usize, h: usize) -> Rgb {
+    separable(src, w, h, torch_axis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_sum_to_one_in_fixed_point_and_same_size_is_identity() {
+        for (i, o) in [(10, 3), (3, 10), (203, 140), (97, 56), (1, 28), (4000, 28)] {
+            let a = pil_axis(i, o);
+            for (xx, &(_, n)) in a.bounds.iter().enumerate() {
+                let s: i64 = a.weights[xx * a.ksize..xx * a.ksize + n]
+                    .iter()
+                    .map(|&w| i64::from(w))
+                    .sum();
+                assert!((s - (1 << 22)).abs() <= n as i64, "{i}->{o} at {xx}: {s}");
+            }
+        }
+        let img = Rgb::new(5, 4, (0..60).map(|v| v as u8 * 4).collect()).expect("rgb");
+        assert_eq!(pil_bicubic(&img, 5, 4), img);
+        assert_eq!(torch_bicubic_aa(&img, 5, 4), img);
+        // A flat image stays flat through both kernels.
+        let flat = Rgb::new(7, 3, [200u8, 30, 90].repeat(21)).expect("rgb");
+        for out in [pil_bicubic(&flat, 28, 11), torch_bicubic_aa(&flat, 2, 1)] {
+            assert!(out.data.chunks(3).all(|p| p == [200, 30, 90]), "{out:?}");
+        }
+    }
+}
