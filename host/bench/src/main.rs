@@ -9,6 +9,7 @@ mod rollout;
 mod sandbox;
 mod tokenizer;
 mod tools;
+mod vision;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -48,6 +49,25 @@ enum Bench {
             default_value = "target/wasm-guests/wasm32-wasip2/guest/rollbox_workflow_echo.wasm"
         )]
         echo: PathBuf,
+    },
+    /// Qwen2-VL image preprocessing (PNG bytes to pixel_values): p50 per image and images/s
+    /// for 1024x768 and 448x448, next to transformers' fast and slow processors in the same run.
+    Vision {
+        /// Interleaved rounds.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Images per size per round.
+        #[arg(long, default_value_t = 20)]
+        per_round: usize,
+        /// Threads for rollbox's images/s and for torch in the baseline.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// The Python with transformers, torch and torchvision (AReaL's venv).
+        #[arg(long, default_value_t = default_torch_python())]
+        python: String,
+        /// The baseline script.
+        #[arg(long, default_value = "scripts/vision_baseline.py")]
+        baseline: PathBuf,
     },
     /// Tool-call latency: python-exec on a short snippet (fresh instance per call) next to the
     /// same snippet through subprocess.run in the same run, the calculator, and host RSS per
@@ -303,6 +323,13 @@ async fn run(which: Bench) -> anyhow::Result<()> {
             iterations,
             baseline,
         } => tokenizer::run(Path::new(&model), iterations, &baseline),
+        Bench::Vision {
+            rounds,
+            per_round,
+            threads,
+            python,
+            baseline,
+        } => vision::run(rounds, per_round, threads, &python, &baseline),
         Bench::Tools {
             rounds,
             per_round,

@@ -228,16 +228,20 @@ pub fn process(img: &Rgb, cfg: &Qwen2VlConfig, backend: Backend) -> Result<Proce
         Backend::Pil => pil_bicubic(img, w, h),
         Backend::Torchvision => torch_bicubic_aa(img, w, h),
     };
-    // Per channel: the float32 value of each byte, as each backend computes it.
-    let table: Vec<[f32; 256]> = (0..3)
-        .map(|c| {
-            let mut t = [0f32; 256];
-            for (v, out) in t.iter_mut().enumerate() {
-                *out = normalise(v as u8, c, cfg, backend);
-            }
-            t
-        })
-        .collect();
+    // Per channel: the float32 value of each byte, as each backend computes it; the image as
+    // normalised planes (channel, row, column), then copied out patch row by patch row.
+    let (h, w) = (resized.height, resized.width);
+    let mut planes = vec![0f32; 3 * h * w];
+    for c in 0..3 {
+        let mut lut = [0f32; 256];
+        for (v, out) in lut.iter_mut().enumerate() {
+            *out = normalise(v as u8, c, cfg, backend);
+        }
+        let plane = &mut planes[c * h * w..(c + 1) * h * w];
+        for (out, px) in plane.iter_mut().zip(resized.data.chunks_exact(3)) {
+            *out = lut[px[c] as usize];
+        }
+    }
     let p = cfg.patch_size;
     let m = cfg.merge_size;
     let tp = cfg.temporal_patch_size;
@@ -249,14 +253,16 @@ pub fn process(img: &Rgb, cfg: &Qwen2VlConfig, backend: Backend) -> Result<Proce
             for mh in 0..m {
                 for mw in 0..m {
                     let (py, px) = ((bh * m + mh) * p, (bw * m + mw) * p);
-                    for (c, lut) in table.iter().enumerate() {
-                        for _ in 0..tp {
-                            for i in 0..p {
-                                let row = (py + i) * w * 3;
-                                for j in 0..p {
-                                    pv.push(lut[resized.data[row + (px + j) * 3 + c] as usize]);
-                                }
-                            }
+                    for c in 0..3 {
+                        let plane = &planes[c * h * w..(c + 1) * h * w];
+                        let start = pv.len();
+                        for i in 0..p {
+                            let at = (py + i) * w + px;
+                            pv.extend_from_slice(&plane[at..at + p]);
+                        }
+                        // The image fills every frame of the temporal patch.
+                        for _ in 1..tp {
+                            pv.extend_from_within(start..start + p * p);
                         }
                     }
                 }

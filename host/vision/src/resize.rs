@@ -127,21 +127,26 @@ fn to_u8(sum: i32, precision: u32) -> u8 {
 fn horizontal(src: &Rgb, axis: &Axis, out_w: usize) -> Rgb {
     let mut data = vec![0u8; src.height * out_w * 3];
     let half = 1i32 << (axis.precision - 1);
-    for y in 0..src.height {
-        let row = &src.data[y * src.width * 3..(y + 1) * src.width * 3];
-        let out = &mut data[y * out_w * 3..(y + 1) * out_w * 3];
-        for (xx, &(xmin, n)) in axis.bounds.iter().enumerate() {
-            let k = &axis.weights[xx * axis.ksize..xx * axis.ksize + n];
-            let mut ss = [half; 3];
-            for (i, &w) in k.iter().enumerate() {
-                let p = &row[(xmin + i) * 3..(xmin + i) * 3 + 3];
-                for c in 0..3 {
-                    ss[c] += i32::from(p[c]) * w;
-                }
+    for (row, out) in src
+        .data
+        .chunks_exact(src.width * 3)
+        .zip(data.chunks_exact_mut(out_w * 3))
+    {
+        for ((&(xmin, n), k), px) in axis
+            .bounds
+            .iter()
+            .zip(axis.weights.chunks_exact(axis.ksize))
+            .zip(out.chunks_exact_mut(3))
+        {
+            let (mut s0, mut s1, mut s2) = (half, half, half);
+            for (p, &w) in row[xmin * 3..(xmin + n) * 3].chunks_exact(3).zip(k) {
+                s0 += i32::from(p[0]) * w;
+                s1 += i32::from(p[1]) * w;
+                s2 += i32::from(p[2]) * w;
             }
-            for c in 0..3 {
-                out[xx * 3 + c] = to_u8(ss[c], axis.precision);
-            }
+            px[0] = to_u8(s0, axis.precision);
+            px[1] = to_u8(s1, axis.precision);
+            px[2] = to_u8(s2, axis.precision);
         }
     }
     Rgb {
