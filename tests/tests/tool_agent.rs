@@ -234,6 +234,25 @@ fn check_tensors(t: &Trajectory, outputs: &[Vec<u32>]) -> Vec<usize> {
     starts
 }
 
+/// The episode's counts and why it ended, from its metadata.
+fn check_counts(meta: &Value, turns: u64, tool_calls: u64, invalid_calls: u64, end: &str) {
+    assert_eq!(
+        (
+            &meta["turns"],
+            &meta["tool_calls"],
+            &meta["invalid_calls"],
+            &meta["end"]
+        ),
+        (
+            &json!(turns),
+            &json!(tool_calls),
+            &json!(invalid_calls),
+            &json!(end)
+        ),
+        "{meta}"
+    );
+}
+
 /// The template-equality rule: the ids are the conversation (metadata) through the template,
 /// up to what the template puts after the final end-of-turn token.
 fn check_template_equality(tok: &HostTokenizer, t: &Trajectory, options: &ChatOptions) {
@@ -283,16 +302,7 @@ async fn hermes_episode(hermes_template: bool, recording: &str) {
     let t = accepted(&report);
     check_tensors(t, &outputs);
     let meta = t.metadata();
-    assert_eq!(
-        (
-            &meta["turns"],
-            &meta["tool_calls"],
-            &meta["invalid_calls"],
-            &meta["end"]
-        ),
-        (&json!(4), &json!(2), &json!(1), &json!("answer")),
-        "{meta}"
-    );
+    check_counts(&meta, 4, 2, 1, "answer");
     let tool_messages: Vec<&Value> = meta["conversation"]
         .as_array()
         .expect("conversation")
@@ -445,16 +455,7 @@ async fn limits_and_failures_are_observations() {
     let t = accepted(&report);
     check_tensors(t, &outputs);
     let meta = t.metadata();
-    assert_eq!(
-        (
-            &meta["turns"],
-            &meta["tool_calls"],
-            &meta["invalid_calls"],
-            &meta["end"]
-        ),
-        (&json!(3), &json!(3), &json!(3), &json!("max_invalid_calls")),
-        "{meta}"
-    );
+    check_counts(&meta, 3, 3, 3, "max_invalid_calls");
     let observed: Vec<String> = meta["conversation"]
         .as_array()
         .expect("conversation")
