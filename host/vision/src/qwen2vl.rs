@@ -228,20 +228,17 @@ pub fn process(img: &Rgb, cfg: &Qwen2VlConfig, backend: Backend) -> Result<Proce
         Backend::Pil => pil_bicubic(img, w, h),
         Backend::Torchvision => torch_bicubic_aa(img, w, h),
     };
-    // Per channel: the float32 value of each byte, as each backend computes it; the image as
-    // normalised planes (channel, row, column), then copied out patch row by patch row.
+    // Per channel: the float32 value of each byte, as each backend computes it.
+    let luts: Vec<[f32; 256]> = (0..3)
+        .map(|c| {
+            let mut lut = [0f32; 256];
+            for (v, out) in lut.iter_mut().enumerate() {
+                *out = normalise(v as u8, c, cfg, backend);
+            }
+            lut
+        })
+        .collect();
     let (h, w) = (resized.height, resized.width);
-    let mut planes = vec![0f32; 3 * h * w];
-    for c in 0..3 {
-        let mut lut = [0f32; 256];
-        for (v, out) in lut.iter_mut().enumerate() {
-            *out = normalise(v as u8, c, cfg, backend);
-        }
-        let plane = &mut planes[c * h * w..(c + 1) * h * w];
-        for (out, px) in plane.iter_mut().zip(resized.data.chunks_exact(3)) {
-            *out = lut[px[c] as usize];
-        }
-    }
     let p = cfg.patch_size;
     let m = cfg.merge_size;
     let tp = cfg.temporal_patch_size;
@@ -253,12 +250,12 @@ pub fn process(img: &Rgb, cfg: &Qwen2VlConfig, backend: Backend) -> Result<Proce
             for mh in 0..m {
                 for mw in 0..m {
                     let (py, px) = ((bh * m + mh) * p, (bw * m + mw) * p);
-                    for c in 0..3 {
-                        let plane = &planes[c * h * w..(c + 1) * h * w];
+                    for (c, lut) in luts.iter().enumerate() {
                         let start = pv.len();
                         for i in 0..p {
-                            let at = (py + i) * w + px;
-                            pv.extend_from_slice(&plane[at..at + p]);
+                            let at = ((py + i) * w + px) * 3;
+                            let run = &resized.data[at..at + p * 3];
+                            pv.extend(run.chunks_exact(3).map(|px| lut[px[c] as usize]));
                         }
                         // The image fills every frame of the temporal patch.
                         for _ in 1..tp {
