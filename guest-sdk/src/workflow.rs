@@ -3,7 +3,7 @@
 //! `log`). Its items are also re-exported at the crate root.
 
 pub use crate::bindings::workflow::rollbox::workflow::{
-    engine, log, rewards, tensor, tokenizer, tools, types,
+    engine, log, rewards, tensor, tokenizer, tools, types, vision,
 };
 pub use types::{GenConfig, ModelRequest, ModelResponse, RewardInput, StopReason};
 

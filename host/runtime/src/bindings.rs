@@ -44,5 +44,5 @@ pub mod tool {
 }
 
 pub use workflow::rollbox::workflow::{
-    engine, episode, log, rewards, tensor, tokenizer, tools, types,
+    engine, episode, log, rewards, tensor, tokenizer, tools, types, vision,
 };

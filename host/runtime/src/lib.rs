@@ -52,6 +52,7 @@ mod tensor;
 mod tokenizer;
 mod tools;
 mod untrusted;
+mod vision;
 mod world;
 
 pub use component::{
@@ -74,6 +75,7 @@ pub use untrusted::{
     CallPolicy, CallReport, DEFERRED_TEARDOWN_BYTES, MAX_REAP_BACKLOG, MAX_TOOL_DESCRIPTION_BYTES,
     Registered, RewardCall,
 };
+pub use vision::MAX_IMAGES_PER_CALL;
 pub use world::{WIT_PACKAGE, WIT_VERSION, WorldKind};
 
 impl bindings::types::Host for state::StoreState {}

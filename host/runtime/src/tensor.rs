@@ -65,7 +65,10 @@ impl StoreState {
     }
 
     /// Admit a new tensor against the episode's limits and put it in the table.
-    fn admit(&mut self, t: HostTensor) -> wasmtime::Result<Result<Resource<HostTensor>, Error>> {
+    pub(crate) fn admit(
+        &mut self,
+        t: HostTensor,
+    ) -> wasmtime::Result<Result<Resource<HostTensor>, Error>> {
         let bytes = t.size_in_bytes();
         let limits = &self.ctx.limits;
         if self.ctx.tensor_bytes.saturating_add(bytes) > limits.max_tensor_bytes {

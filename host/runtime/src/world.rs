@@ -56,6 +56,7 @@ impl WorldKind {
                 "tools",
                 "log",
                 "episode",
+                "vision",
             ],
             WorldKind::Reward | WorldKind::Tool => &["types", "log"],
         }

@@ -155,47 +155,15 @@ fn to_rgb(img: image::DynamicImage) -> Rgb {
 mod tests {
     use super::*;
 
-    /// A PNG whose header claims `w` x `h` RGB pixels, with empty pixel data.
-    fn png_header(w: u32, h: u32) -> Vec<u8> {
-        fn crc32(bytes: &[u8]) -> u32 {
-            let mut c = !0u32;
-            for &b in bytes {
-                c ^= u32::from(b);
-                for _ in 0..8 {
-                    c = if c & 1 == 1 {
-                        0xEDB8_8320 ^ (c >> 1)
-                    } else {
-                        c >> 1
-                    };
-                }
-            }
-            !c
-        }
-        let mut ihdr = b"IHDR".to_vec();
-        ihdr.extend(w.to_be_bytes());
-        ihdr.extend(h.to_be_bytes());
-        ihdr.extend([8, 2, 0, 0, 0]);
-        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
-        png.extend(13u32.to_be_bytes());
-        png.extend(&ihdr);
-        png.extend(crc32(&ihdr).to_be_bytes());
-        for chunk in [&b"IDAT"[..], b"IEND"] {
-            png.extend(0u32.to_be_bytes());
-            png.extend(chunk);
-            png.extend(crc32(chunk).to_be_bytes());
-        }
-        png
-    }
-
     #[test]
     fn a_huge_image_is_refused_from_its_header() {
-        let e = decode(&png_header(10_000, 10_000)).expect_err("refused");
+        let e = decode(&crate::testing::png_header(10_000, 10_000)).expect_err("refused");
         assert!(
             matches!(&e, VisionError::TooLarge(m) if m.contains("10000x10000")),
             "{e}"
         );
         // Under the limit, the same header is read and the missing pixels are the error.
-        let e = decode(&png_header(100, 100)).expect_err("no pixel data");
+        let e = decode(&crate::testing::png_header(100, 100)).expect_err("no pixel data");
         assert!(matches!(e, VisionError::Decode(_)), "{e}");
     }
 

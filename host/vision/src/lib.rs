@@ -15,6 +15,43 @@ pub mod decode;
 pub mod qwen2vl;
 pub mod resize;
 
+/// Inputs for tests of image limits.
+#[doc(hidden)]
+pub mod testing {
+    /// A PNG whose header claims `w` x `h` RGB pixels, with empty pixel data: what an attacker
+    /// sends to make a decoder allocate.
+    pub fn png_header(w: u32, h: u32) -> Vec<u8> {
+        fn crc32(bytes: &[u8]) -> u32 {
+            let mut c = !0u32;
+            for &b in bytes {
+                c ^= u32::from(b);
+                for _ in 0..8 {
+                    c = if c & 1 == 1 {
+                        0xEDB8_8320 ^ (c >> 1)
+                    } else {
+                        c >> 1
+                    };
+                }
+            }
+            !c
+        }
+        let mut ihdr = b"IHDR".to_vec();
+        ihdr.extend(w.to_be_bytes());
+        ihdr.extend(h.to_be_bytes());
+        ihdr.extend([8, 2, 0, 0, 0]);
+        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+        png.extend(13u32.to_be_bytes());
+        png.extend(&ihdr);
+        png.extend(crc32(&ihdr).to_be_bytes());
+        for chunk in [&b"IDAT"[..], b"IEND"] {
+            png.extend(0u32.to_be_bytes());
+            png.extend(chunk);
+            png.extend(crc32(chunk).to_be_bytes());
+        }
+        png
+    }
+}
+
 pub use decode::{MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, Rgb, decode};
 pub use qwen2vl::{Backend, Processed, Qwen2VlConfig, process, smart_resize};
 

@@ -1,0 +1,83 @@
+//! Host side of the `vision` interface: images decoded and preprocessed natively
+//! (`rollbox-vision`), results handed back as tensors under the episode's tensor limits.
+//! A bad image or option is an `invalid-argument` value naming it, never a trap.
+
+use rollbox_tensor::{HostTensor, TensorData};
+use rollbox_vision::{Backend, Qwen2VlConfig, decode, process};
+
+use crate::bindings::types::Error;
+use crate::bindings::vision::{self, ImageOptions, ProcessedImages};
+use crate::state::StoreState;
+
+/// Images one call accepts.
+pub const MAX_IMAGES_PER_CALL: usize = 64;
+
+/// The processed images of one call: `pixel_values` rows, grids and token counts.
+type Batch = (Vec<f32>, usize, Vec<i64>, Vec<u32>);
+
+fn run(images: &[Vec<u8>], options: &ImageOptions) -> Result<Batch, Error> {
+    let bad = |e: String| Error::InvalidArgument(e);
+    if images.len() > MAX_IMAGES_PER_CALL {
+        return Err(bad(format!(
+            "process-images got {} images; at most {MAX_IMAGES_PER_CALL} per call",
+            images.len()
+        )));
+    }
+    let backend = match &options.backend {
+        Some(b) => Backend::parse(b).map_err(|e| bad(e.to_string()))?,
+        None => Backend::default(),
+    };
+    let cfg = match &options.config {
+        Some(text) => {
+            let v: serde_json::Value = serde_json::from_str(text)
+                .map_err(|e| bad(format!("image-options.config is not JSON: {e}")))?;
+            Qwen2VlConfig::from_json(&v).map_err(|e| bad(e.to_string()))?
+        }
+        None => Qwen2VlConfig::default(),
+    };
+    let (mut pv, mut grids, mut tokens) = (Vec::new(), Vec::new(), Vec::new());
+    let mut row_len = 3 * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size;
+    for (i, bytes) in images.iter().enumerate() {
+        let p = decode(bytes)
+            .and_then(|img| process(&img, &cfg, backend))
+            .map_err(|e| bad(format!("image {i}: {e}")))?;
+        tokens.push(p.tokens(cfg.merge_size) as u32);
+        grids.extend(p.grid_thw);
+        row_len = p.row_len;
+        pv.extend_from_slice(&p.pixel_values);
+    }
+    Ok((pv, row_len, grids, tokens))
+}
+
+impl vision::Host for StoreState {
+    async fn process_images(
+        &mut self,
+        images: Vec<Vec<u8>>,
+        options: ImageOptions,
+    ) -> wasmtime::Result<Result<ProcessedImages, Error>> {
+        // CPU-heavy: off the async worker, so other episodes' I/O keeps going.
+        let batch = tokio::task::spawn_blocking(move || run(&images, &options)).await?;
+        let (pv, row_len, grids, tokens) = match batch {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
+        let device = self.ctx.services.device().clone();
+        let rows = pv.len() / row_len.max(1);
+        let n = tokens.len();
+        let pixel_values = HostTensor::new_on(TensorData::F32(pv), vec![rows, row_len], &device)?;
+        let grid = HostTensor::new_on(TensorData::I64(grids), vec![n, 3], &device)?;
+        let pixel_values = match self.admit(pixel_values)? {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(e)),
+        };
+        let image_grid_thw = match self.admit(grid)? {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(Ok(ProcessedImages {
+            pixel_values,
+            image_grid_thw,
+            tokens,
+        }))
+    }
+}

@@ -1,0 +1,125 @@
+//! The `vision` interface through the real guest boundary (issue 22): a workflow hands the host
+//! images as base64 and gets `pixel_values` and `image_grid_thw` tensors back, equal to
+//! `rollbox-vision` natively (itself bit-identical to transformers, `host/vision/tests`); bad
+//! images and options are error values naming the image, never a host fault.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Trajectory};
+use rollbox_tensor::TensorData;
+use rollbox_tests::components as c;
+use rollbox_tests::runtime;
+use serde_json::{Value, json};
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/vision/images")
+            .join(name),
+    )
+    .expect("fixture image")
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+async fn probe(data: Value) -> EpisodeReport {
+    let rt = runtime();
+    let w = rt
+        .load_workflow(Path::new(c::VISION_PROBE))
+        .expect("probe loads");
+    rt.run_episode(
+        &w,
+        EpisodeRequest::new("r0-s0", data),
+        Arc::new(Limits::default()),
+    )
+    .await
+}
+
+fn accepted(r: &EpisodeReport) -> &Trajectory {
+    match &r.outcome {
+        EpisodeOutcome::Accepted(t) => t,
+        other => panic!("accepted expected, got {} ({other:?})", other.kind()),
+    }
+}
+
+#[tokio::test]
+async fn images_cross_as_tensors_equal_to_the_native_processor() {
+    let png = fixture("rgb.png");
+    let gray = fixture("gray.png");
+    for backend in ["torchvision", "pil"] {
+        let data = json!({
+            "images": [b64(&png), format!("data:image/png;base64,{}", b64(&gray))],
+            "backend": backend,
+            "config": {"max_pixels": 28 * 28 * 16},
+        });
+        let r = probe(data).await;
+        let t = accepted(&r);
+        let cfg = rollbox_vision::Qwen2VlConfig {
+            max_pixels: 28 * 28 * 16,
+            ..Default::default()
+        };
+        let b = rollbox_vision::Backend::parse(backend).expect("backend");
+        let (mut want, mut grids, mut tokens) = (Vec::new(), Vec::new(), Vec::new());
+        for bytes in [&png, &gray] {
+            let p =
+                rollbox_vision::process(&rollbox_vision::decode(bytes).expect("decode"), &cfg, b)
+                    .expect("process");
+            want.extend_from_slice(&p.pixel_values);
+            grids.extend(p.grid_thw);
+            tokens.push(p.tokens(2));
+        }
+        let pv = t.get("pixel_values").expect("pixel_values");
+        assert_eq!(pv.shape(), &[want.len() / 1176, 1176]);
+        match pv.data().expect("data") {
+            TensorData::F32(v) => assert!(v == want, "{backend}: pixel values differ"),
+            other => panic!("{other:?}"),
+        }
+        match t.get("image_grid_thw").expect("grid").data().expect("data") {
+            TensorData::I64(v) => assert_eq!(v, grids),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(t.metadata()["tokens"], json!(tokens));
+    }
+}
+
+#[tokio::test]
+async fn bad_images_and_options_are_error_values() {
+    let png = b64(&fixture("rgb.png"));
+    for (data, want) in [
+        (
+            json!({"images": [png.clone(), "bm90IGFuIGltYWdl"]}),
+            "image 1: cannot decode",
+        ),
+        (json!({"images": ["%%%"]}), "image 0: cannot decode"),
+        (
+            json!({"images": [png.clone()], "backend": "cv2"}),
+            "backend `cv2`",
+        ),
+        (
+            json!({"images": [png.clone()], "config": {"min_pixels": -3}}),
+            "`min_pixels`",
+        ),
+        (
+            json!({"images": vec![png.clone(); 65]}),
+            "at most 64 per call",
+        ),
+        (
+            json!({"images": [b64(&rollbox_vision::testing::png_header(20_000, 10_000))]}),
+            "image 0: the image is 20000x10000 = 200000000 pixels",
+        ),
+    ] {
+        let r = probe(data).await;
+        let err = accepted(&r).metadata()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            err.contains("InvalidArgument") && err.contains(want),
+            "{want}: {err}"
+        );
+    }
+}
