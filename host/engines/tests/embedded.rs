@@ -286,6 +286,18 @@ async fn a_missing_model_names_the_fetch_command() {
 /// A GRPO group (one prompt, several samples) admitted together shares one prefill; every
 /// member still gets exactly what it would get alone.
 #[tokio::test]
+async fn images_are_refused_as_a_text_only_model() {
+    let b = backend(WeightFormat::Q4_1Simd);
+    let mut r = request(vec![1, 2, 3], greedy(4));
+    r.image_data = vec!["iVBORw0KGgo=".into()];
+    let e = b.generate(r).await.expect_err("refused").to_string();
+    assert!(
+        e.contains("text-only") && e.contains("1 image(s)") && e.contains("sglang"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
 async fn a_group_sharing_one_prompt_decodes_as_its_members_alone() {
     let b = backend(WeightFormat::Q4_1Simd);
     let prompt = ids(&fixture()["cases"][1]["input_ids"]);

@@ -124,6 +124,25 @@ async fn generates_with_areal_request_and_stamps_version() {
     assert!(body["rid"].as_str().expect("rid sent").starts_with("ep1-"));
 }
 
+/// Images go to SGLang's `/generate` as `image_data`, base64 strings in request order, as
+/// AReaL's `VisionRLVRWorkflow` sends them.
+#[tokio::test]
+async fn images_travel_as_image_data() {
+    let server = Fake::start(|_, _| ok(answer(&[7, 2], "stop"))).await;
+    let b = backend(
+        &[&server.address],
+        Routing::RoundRobin,
+        Arc::new(AtomicI32::new(0)),
+    );
+    let mut r = request("img", 8);
+    r.image_data = vec!["iVBORw0KGgoAAAANSUhEUg==".into(), "/9j/4AAQSkZJRg==".into()];
+    b.generate(r).await.expect("generated");
+    assert_eq!(
+        server.body(0)["image_data"],
+        json!(["iVBORw0KGgoAAAANSUhEUg==", "/9j/4AAQSkZJRg=="])
+    );
+}
+
 #[tokio::test]
 async fn resumes_after_abort_with_per_segment_versions() {
     let version = Arc::new(AtomicI32::new(3));

@@ -214,6 +214,15 @@ impl InferenceBackend for EmbeddedBackend {
                 message: "the prompt is empty; give at least one input id".into(),
             });
         }
+        if !request.image_data.is_empty() {
+            return Err(EngineError::InvalidRequest {
+                backend: NAME,
+                message: format!(
+                    "the embedded model is text-only and the request carries {} image(s); serve a vision-language model with SGLang (--engine sglang:URL)",
+                    request.image_data.len()
+                ),
+            });
+        }
         let (reply, rx) = oneshot::channel();
         let job = Job {
             request,
