@@ -69,8 +69,8 @@ impl RewardComponent {
 pub struct ToolComponent {
     pub(crate) info: ComponentInfo,
     pub(crate) pre: wasmtime::component::InstancePre<StoreState>,
-    /// The description `describe` returned, once asked (the first `schemas` call).
-    pub(crate) description: std::sync::Arc<tokio::sync::OnceCell<Result<String, String>>>,
+    /// The description `describe` returned, once it answered (the first `schemas` call).
+    pub(crate) description: std::sync::Arc<tokio::sync::OnceCell<String>>,
 }
 
 impl ToolComponent {

@@ -219,23 +219,30 @@ pub(crate) async fn tool_schema(
     services: &Services,
 ) -> Result<serde_json::Value, Error> {
     let tool = &reg.component;
+    // Only an answer is kept: a failed `describe` (a transient instantiation failure as much
+    // as a guest fault) is tried once more now and again on the next `schemas`.
     let described = tool
         .description
-        .get_or_init(|| async {
+        .get_or_try_init(|| async {
             if !tool.describes() {
                 return Ok(String::new());
             }
-            let _slot = services.untrusted_slot().await;
-            describe_once(reg.fuel_metering, tool, reg.policy.limits.clone())
-                .await
-                .result
-                .map_err(|f| f.to_string())
+            let mut last = String::new();
+            for _ in 0..2 {
+                let _slot = services.untrusted_slot().await;
+                match describe_once(reg.fuel_metering, tool, reg.policy.limits.clone())
+                    .await
+                    .result
+                {
+                    Ok(text) => return Ok(text),
+                    Err(f) => last = f.to_string(),
+                }
+            }
+            Err(last)
         })
         .await;
     let invalid = |why: String| Error::InvalidOutput(format!("tool `{name}`: describe {why}"));
-    let text = described
-        .as_ref()
-        .map_err(|f| invalid(format!("failed: {f}")))?;
+    let text = described.map_err(|f| invalid(format!("failed: {f}")))?;
     let (description, parameters) = if text.is_empty() && !tool.describes() {
         (
             serde_json::Value::from(""),
