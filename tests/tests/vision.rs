@@ -123,3 +123,22 @@ async fn bad_images_and_options_are_error_values() {
         );
     }
 }
+
+/// A config that asks for a huge output from a tiny image is refused from the planned size,
+/// before anything is resampled or allocated (50 megapixels x 6 floats: over the default 1 GiB).
+#[tokio::test]
+async fn an_output_over_the_tensor_budget_is_refused_before_allocation() {
+    let png = b64(&fixture("rgb.png"));
+    let r = probe(
+        json!({"images": [png], "config": {"min_pixels": 50_000_000, "max_pixels": 50_000_000}}),
+    )
+    .await;
+    let err = accepted(&r).metadata()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        err.contains("LimitExceeded") && err.contains("--max-tensor-bytes"),
+        "{err}"
+    );
+}

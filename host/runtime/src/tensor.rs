@@ -41,7 +41,7 @@ fn invalid(e: TensorError) -> Error {
 
 impl StoreState {
     /// Tensor bytes this episode may still create.
-    fn tensor_budget(&self) -> usize {
+    pub(crate) fn tensor_budget(&self) -> usize {
         self.ctx
             .limits
             .max_tensor_bytes

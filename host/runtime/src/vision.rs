@@ -3,7 +3,7 @@
 //! A bad image or option is an `invalid-argument` value naming it, never a trap.
 
 use rollbox_tensor::{HostTensor, TensorData};
-use rollbox_vision::{Backend, Qwen2VlConfig, decode, process};
+use rollbox_vision::{Backend, Qwen2VlConfig, decode, process, smart_resize};
 
 use crate::bindings::types::Error;
 use crate::bindings::vision::{self, ImageOptions, ProcessedImages};
@@ -15,7 +15,7 @@ pub const MAX_IMAGES_PER_CALL: usize = 64;
 /// The processed images of one call: `pixel_values` rows, grids and token counts.
 type Batch = (Vec<f32>, usize, Vec<i64>, Vec<u32>);
 
-fn run(images: &[Vec<u8>], options: &ImageOptions) -> Result<Batch, Error> {
+fn run(images: &[Vec<u8>], options: &ImageOptions, budget: usize) -> Result<Batch, Error> {
     let bad = |e: String| Error::InvalidArgument(e);
     if images.len() > MAX_IMAGES_PER_CALL {
         return Err(bad(format!(
@@ -37,10 +37,30 @@ fn run(images: &[Vec<u8>], options: &ImageOptions) -> Result<Batch, Error> {
     };
     let (mut pv, mut grids, mut tokens) = (Vec::new(), Vec::new(), Vec::new());
     let mut row_len = 3 * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size;
+    let mut planned = 0usize;
     for (i, bytes) in images.iter().enumerate() {
-        let p = decode(bytes)
-            .and_then(|img| process(&img, &cfg, backend))
-            .map_err(|e| bad(format!("image {i}: {e}")))?;
+        let img = decode(bytes).map_err(|e| bad(format!("image {i}: {e}")))?;
+        // The output's size is known before any resampling: refuse what would pass the
+        // episode's tensor bytes instead of allocating it.
+        let (h, w) = smart_resize(
+            img.height,
+            img.width,
+            cfg.factor(),
+            cfg.min_pixels,
+            cfg.max_pixels,
+        )
+        .map_err(|e| bad(format!("image {i}: {e}")))?;
+        planned = h
+            .checked_mul(w)
+            .and_then(|n| n.checked_mul(3 * cfg.temporal_patch_size * 4))
+            .and_then(|n| n.checked_add(planned))
+            .filter(|&n| n <= budget)
+            .ok_or_else(|| {
+                Error::LimitExceeded(format!(
+                    "image {i}: the pixel values would pass the {budget} tensor bytes this episode has left; raise --max-tensor-bytes or lower max_pixels"
+                ))
+            })?;
+        let p = process(&img, &cfg, backend).map_err(|e| bad(format!("image {i}: {e}")))?;
         tokens.push(p.tokens(cfg.merge_size) as u32);
         grids.extend(p.grid_thw);
         row_len = p.row_len;
@@ -56,7 +76,8 @@ impl vision::Host for StoreState {
         options: ImageOptions,
     ) -> wasmtime::Result<Result<ProcessedImages, Error>> {
         // CPU-heavy: off the async worker, so other episodes' I/O keeps going.
-        let batch = tokio::task::spawn_blocking(move || run(&images, &options)).await?;
+        let budget = self.tensor_budget();
+        let batch = tokio::task::spawn_blocking(move || run(&images, &options, budget)).await?;
         let (pv, row_len, grids, tokens) = match batch {
             Ok(b) => b,
             Err(e) => return Ok(Err(e)),

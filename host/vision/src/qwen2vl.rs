@@ -133,6 +133,13 @@ impl Qwen2VlConfig {
     }
 
     fn validate(&self) -> Result<(), VisionError> {
+        if self.max_pixels > crate::MAX_IMAGE_PIXELS {
+            return Err(VisionError::Config(format!(
+                "max_pixels {} is over {} (the largest image rollbox processes)",
+                self.max_pixels,
+                crate::MAX_IMAGE_PIXELS
+            )));
+        }
         if self.min_pixels > self.max_pixels {
             return Err(VisionError::Config(format!(
                 "min_pixels {} is over max_pixels {}",
