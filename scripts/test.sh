@@ -20,6 +20,9 @@ if [ $# -eq 0 ]; then
     else
         areal_python="$(scripts/areal-venv.sh)"
         PYTHONPATH=python "$areal_python" python/tests/areal_parity.py 2>&1 | grep -v "Timeout is disabled"
+        # The GSM8K example up to the trainer (training needs GPUs and an inference server).
+        PYTHONPATH=python "$areal_python" python/examples/areal/gsm8k_rl.py --check \
+            "${ROLLBOX_MODEL_DIR:-$HOME/.cache/rollbox/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
     fi
 fi
 

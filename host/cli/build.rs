@@ -1,8 +1,9 @@
-//! Builds the reference components that ship inside `rollbox` (the rlvr and multi-turn
-//! workflows, the math reward, the calculator tool) for `wasm32-wasip2`, and writes
-//! `$OUT_DIR/builtin.rs`, the table `rollbox::builtin` embeds them from. The guests build in
-//! their own target directory (`target/wasm-builtin`), in two cargo invocations: cargo unifies
-//! the SDK's features within one build, and a reward must not carry the workflow world.
+//! Builds the reference components that ship inside `rollbox` (the rlvr, multi-turn,
+//! tool-agent and vision-rlvr workflows, the math reward, the calculator tool) for
+//! `wasm32-wasip2`, and writes `$OUT_DIR/builtin.rs`, the table `rollbox::builtin` embeds them
+//! from. The guests build in their own target directory (`target/wasm-builtin`), in two cargo
+//! invocations: cargo unifies the SDK's features within one build, and a reward must not carry
+//! the workflow world.
 //!
 //! `ROLLBOX_BUILTIN_DIR=DIR` takes the `.wasm` files from `DIR` instead (packagers, offline
 //! builds).
@@ -33,6 +34,12 @@ const BUILTINS: &[(&str, &str, &str, &str)] = &[
         "workflow",
         "rollbox-workflow-tool-agent",
         "a tool-using agent: Hermes tool calls or stop markers, token-in/token-out",
+    ),
+    (
+        "vision-rlvr",
+        "workflow",
+        "rollbox-workflow-vision-rlvr",
+        "single-turn RLVR with images: Qwen2-VL processing on the host (AReaL's VisionRLVRWorkflow)",
     ),
     (
         "math",

@@ -38,6 +38,8 @@ async def agenerate(engine, req: dict) -> dict:
         input_ids=list(req["input_ids"]),
         gconfig=gconfig,
         image_data=list(req["image_data"]) or None,
+        # The chat messages for chat-completions servers (AReaL's vLLM client), when sent.
+        vision_msg_vllm=[json.loads(req["chat_messages"])] if req.get("chat_messages") else None,
     )
     resp = await engine.agenerate(request)
     versions = list(getattr(resp, "output_versions", None) or [])

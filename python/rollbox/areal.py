@@ -72,4 +72,22 @@ class WasmWorkflow(RolloutWorkflow):
             return None
         import torch
 
-        return {k: torch.from_numpy(v) for k, v in out.items()}
+        return to_areal({k: torch.from_numpy(v) for k, v in out.items()})
+
+
+def to_areal(tensors: dict) -> dict:
+    """A rollbox episode's tensors in AReaL's layout: `multi_modal_input.<name>` keys become
+    `multi_modal_input=[{<name>: tensor}]` (one dict per trajectory, as AReaL's
+    `VisionRLVRWorkflow` returns it), and then `input_ids` and `mm_token_type_ids` are int64 as
+    that workflow builds them. Other dicts are returned as they are."""
+    prefix = "multi_modal_input."
+    mm = {k[len(prefix):]: tensors.pop(k) for k in [k for k in tensors if k.startswith(prefix)]}
+    if not mm:
+        return tensors
+    import torch
+
+    tensors["multi_modal_input"] = [mm]
+    for key in ("input_ids", "mm_token_type_ids"):
+        if key in tensors:
+            tensors[key] = tensors[key].to(torch.long)
+    return tensors

@@ -32,6 +32,7 @@ class ModelRequest:
     metadata: dict[str, Any] = field(default_factory=dict)
     tokenizer: Any = None
     image_data: list[str] | None = None
+    vision_msg_vllm: list | None = None
 
 
 @dataclass

@@ -111,6 +111,9 @@ impl InferenceBackend for PyEngine {
             d.set_item("rid", &request.rid)?;
             d.set_item("input_ids", &request.input_ids)?;
             d.set_item("image_data", &request.image_data)?;
+            if let Some(messages) = &request.chat_messages {
+                d.set_item("chat_messages", messages.to_string())?;
+            }
             let g = PyDict::new(py);
             g.set_item("n_samples", 1)?;
             g.set_item("max_new_tokens", s.max_new_tokens)?;

@@ -195,6 +195,63 @@ def pause_and_resume(areal_wf, wasm_wf):
     return len(rows)
 
 
+async def vision():
+    """AReaL's VisionRLVRWorkflow and WasmWorkflow(vision-rlvr.wasm) on the image rows of
+    `tests/fixtures/vision/rlvr.json` whose prompt is rendered text (AReaL's layout), with
+    transformers' Qwen2VLProcessor on the embedded model's tokenizer plus the vision tokens
+    (saved as tokenizer.json for rollbox): identical tensors, `multi_modal_input` included."""
+    import base64
+    import io
+    import tempfile
+
+    from PIL import Image
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl_fast import Qwen2VLImageProcessorFast
+    from transformers.models.qwen2_vl.processing_qwen2_vl import Qwen2VLProcessor
+    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+
+    from areal.workflow.vision_rlvr import VisionRLVRWorkflow
+
+    fx = json.loads((ROOT / "tests/fixtures/vision/rlvr.json").read_text())
+    tok = AutoTokenizer.from_pretrained(MODELS, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    tok.add_bos_token = False  # as the fixture's recording: SmolLM2's tokenizer adds no bos
+    tok.add_special_tokens({"additional_special_tokens": fx["added_special_tokens"]})
+    tok_dir = tempfile.mkdtemp()
+    tok.save_pretrained(tok_dir)
+    images = {"torchvision": Qwen2VLImageProcessorFast, "pil": Qwen2VLImageProcessor}
+    n = 0
+    for case in fx["cases"]:
+        if not isinstance(case["row"].get("messages"), str):
+            continue
+        backend = case["config"].get("processor", {}).get("backend", "torchvision")
+        processor = Qwen2VLProcessor(image_processor=images[backend](), tokenizer=tok,
+                                     video_processor=Qwen2VLVideoProcessor(), chat_template=tok.chat_template)
+        gconfig = GenerationHyperparameters(max_new_tokens=fx["max_new_tokens"])
+        areal_wf = VisionRLVRWorkflow(reward_fn=gsm8k_reward_fn, gconfig=gconfig, tokenizer=tok,
+                                      processor=processor, enable_thinking=False)
+        config = {"reward": "math", "gconfig": {"max_new_tokens": fx["max_new_tokens"]}, **case["config"]}
+        wasm_wf = WasmWorkflow(str(GUESTS / "rollbox_workflow_vision_rlvr.wasm"),
+                               rewards={"math": str(GUESTS / "rollbox_reward_math.wasm")},
+                               tokenizer=tok_dir, config=config)
+        record = {**case["response"], "input_ids": case["request"]["input_ids"]}
+        row = case["row"]
+        pil = [Image.open(io.BytesIO(base64.b64decode(b))) for b in row["images"]]
+        a = await areal_wf.arun_episode(StubEngine([record]), {**row, "images": pil})
+        w = await wasm_wf.arun_episode(StubEngine([record]), row)
+        assert set(w) - set(a) <= {"is_truncated"}, set(w) ^ set(a)
+        for key, t in a.items():
+            if key == "multi_modal_input":
+                assert len(w[key]) == len(t) == 1 and w[key][0].keys() == t[0].keys(), key
+                for k, v in t[0].items():
+                    assert w[key][0][k].dtype == v.dtype and torch.equal(w[key][0][k], v), (case["name"], k)
+                continue
+            assert w[key].dtype == t.dtype and w[key].shape == t.shape, (key, w[key].dtype, t.dtype)
+            assert torch.equal(w[key], t), (case["name"], key)
+        n += 1
+    assert n >= 3, n
+    print(f"{n} image rows: WasmWorkflow(vision-rlvr.wasm) == AReaL VisionRLVRWorkflow on every key")
+
+
 if __name__ == "__main__":
     single_controller_kwargs()
     areal_wf, wasm_wf = asyncio.run(main())
@@ -203,4 +260,5 @@ if __name__ == "__main__":
     n = pause_and_resume(areal_wf, wasm_wf)
     print(f"{n} episodes per workflow with the engine paused mid-batch and moved 3 -> 9: "
           "one version per trajectory, both versions seen")
+    asyncio.run(vision())
     sys.exit(0)

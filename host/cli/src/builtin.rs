@@ -135,7 +135,14 @@ mod tests {
         let names: Vec<&str> = BUILTINS.iter().map(|b| b.name).collect();
         assert_eq!(
             names,
-            ["rlvr", "multi-turn", "tool-agent", "math", "calculator"]
+            [
+                "rlvr",
+                "multi-turn",
+                "tool-agent",
+                "vision-rlvr",
+                "math",
+                "calculator"
+            ]
         );
         for b in BUILTINS {
             // The component binary's preamble (version 0x0d, layer 1).

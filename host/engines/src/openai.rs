@@ -1,5 +1,7 @@
 //! The `openai` backend: `POST /v1/completions` on an OpenAI-compatible server, with exact
-//! output token ids.
+//! output token ids; a request with images goes to `POST /v1/chat/completions` as its chat
+//! messages (`GenerateRequest::chat_messages`), each `image_url` part filled with the next
+//! image as a data URL, as AReaL's vLLM backend sends it.
 //!
 //! Two kinds of server, chosen by [`OpenAiServer`]:
 //!
@@ -222,6 +224,15 @@ struct WireLogprobs {
     token_logprobs: Vec<Option<f64>>,
     #[serde(default)]
     text_offset: Vec<u64>,
+    /// `/v1/chat/completions`: one entry per output token (`null` when there are none).
+    #[serde(default)]
+    content: Option<Vec<WireChatToken>>,
+}
+
+#[derive(Deserialize)]
+struct WireChatToken {
+    token: String,
+    logprob: Option<f64>,
 }
 
 /// What one answer holds before token ids are resolved.
@@ -246,9 +257,12 @@ fn parse_answer(response: WireResponse) -> Result<Answer, String> {
         Some("tool_calls") => StopReason::ToolCalls,
         other => return Err(format!("unknown finish_reason {other:?}")),
     };
-    let lp = choice
+    let mut lp = choice
         .logprobs
         .ok_or("the answer has no logprobs; the server must support `logprobs`")?;
+    if let Some(content) = lp.content.take().filter(|_| lp.tokens.is_empty()) {
+        (lp.tokens, lp.token_logprobs) = content.into_iter().map(|t| (t.token, t.logprob)).unzip();
+    }
     let logprobs = lp
         .token_logprobs
         .iter()
@@ -291,6 +305,68 @@ fn parse_answer(response: WireResponse) -> Result<Answer, String> {
     })
 }
 
+/// The MIME type of base64 image data from its first bytes (PNG, JPEG, GIF, WebP; JPEG
+/// otherwise, as AReaL's `detect_image_mime`).
+fn image_mime(base64: &str) -> &'static str {
+    [
+        ("iVBOR", "image/png"),
+        ("/9j/", "image/jpeg"),
+        ("R0lGOD", "image/gif"),
+        ("UklGR", "image/webp"),
+    ]
+    .iter()
+    .find(|(prefix, _)| base64.starts_with(prefix))
+    .map_or("image/jpeg", |(_, mime)| mime)
+}
+
+/// A `/v1/chat/completions` body: the completions `body` with `messages` for the prompt, each
+/// `image_url` part filled with the next image as a data URL (AReaL's vLLM backend), and
+/// per-token logprobs.
+fn chat_body(
+    body: &WireRequest<'_>,
+    messages: &serde_json::Value,
+    images: &[String],
+) -> Result<serde_json::Value, String> {
+    let mut messages = messages.clone();
+    let mut next = images.iter();
+    let mut parts = 0usize;
+    let list = messages
+        .as_array_mut()
+        .ok_or("the chat messages are not a list")?;
+    for message in list.iter_mut() {
+        let Some(content) = message.get_mut("content").and_then(|c| c.as_array_mut()) else {
+            continue;
+        };
+        for part in content
+            .iter_mut()
+            .filter(|p| p.get("type").and_then(|t| t.as_str()) == Some("image_url"))
+        {
+            parts += 1;
+            let image = next.next().ok_or_else(|| {
+                format!(
+                    "the chat messages have more `image_url` parts than the request's {} image(s)",
+                    images.len()
+                )
+            })?;
+            part["image_url"] = serde_json::json!({
+                "url": format!("data:{};base64,{image}", image_mime(image))
+            });
+        }
+    }
+    if parts != images.len() {
+        return Err(format!(
+            "the request carries {} image(s) and its chat messages {parts} `image_url` part(s): give one part per image",
+            images.len()
+        ));
+    }
+    let mut body = serde_json::to_value(body).map_err(|e| e.to_string())?;
+    let fields = body.as_object_mut().ok_or("the request is not an object")?;
+    fields.remove("prompt");
+    fields.insert("messages".into(), messages);
+    fields.insert("logprobs".into(), serde_json::Value::Bool(true));
+    Ok(body)
+}
+
 #[async_trait]
 impl InferenceBackend for OpenAiBackend {
     fn name(&self) -> &'static str {
@@ -299,6 +375,24 @@ impl InferenceBackend for OpenAiBackend {
 
     async fn generate(&self, request: GenerateRequest) -> Result<GenerateResponse, EngineError> {
         let start = Instant::now();
+        let refuse = |message: &str| {
+            Err(EngineError::InvalidRequest {
+                backend: BACKEND,
+                message: message.into(),
+            })
+        };
+        if request.chat_messages.is_some()
+            && matches!(self.server, OpenAiServer::LlamaCppPython { .. })
+        {
+            return refuse(
+                "llama-cpp-python's server takes text prompts only: a request with chat messages and images needs a vision-language server (vLLM, or SGLang with --engine sglang:URL)",
+            );
+        }
+        if !request.image_data.is_empty() && request.chat_messages.is_none() {
+            return refuse(
+                "the request carries images, and /v1/completions takes token ids only: give the chat messages with `image_url` parts (vision-rlvr sends the row's `messages_chat`, as AReaL's vLLM backend does), or serve with SGLang (--engine sglang:URL), whose /generate takes image_data with token ids",
+            );
+        }
         let (prompt, llama) = match &self.server {
             OpenAiServer::TokenIds => (WirePrompt::Ids(&request.input_ids), false),
             OpenAiServer::LlamaCppPython { detokenize } => (
@@ -311,14 +405,27 @@ impl InferenceBackend for OpenAiBackend {
             ),
         };
         let body = wire_request(&request, self.model.as_deref(), prompt, llama);
-        let url = format!("{}/v1/completions", self.base);
-        let reply: WireResponse = self.http.post_json(&url, &body).await?;
-        let answer = parse_answer(reply).map_err(|m| {
-            unavailable(
-                &self.base,
-                format!("unexpected /v1/completions answer: {m}"),
-            )
-        })?;
+        let (path, reply): (&str, WireResponse) = match &request.chat_messages {
+            None => {
+                let url = format!("{}/v1/completions", self.base);
+                ("/v1/completions", self.http.post_json(&url, &body).await?)
+            }
+            Some(messages) => {
+                let body = chat_body(&body, messages, &request.image_data).map_err(|message| {
+                    EngineError::InvalidRequest {
+                        backend: BACKEND,
+                        message,
+                    }
+                })?;
+                let url = format!("{}/v1/chat/completions", self.base);
+                (
+                    "/v1/chat/completions",
+                    self.http.post_json(&url, &body).await?,
+                )
+            }
+        };
+        let answer = parse_answer(reply)
+            .map_err(|m| unavailable(&self.base, format!("unexpected {path} answer: {m}")))?;
         let mut tokens = match (answer.ids, llama) {
             (Some(ids), _) => ids,
             (None, true) => {
@@ -394,6 +501,18 @@ mod tests {
         let b = parse(vllm("return_token_ids")).expect("token_ids");
         assert_eq!(b.ids, Some(vec![12095, 13, 1084, 374]));
         assert_eq!(b.stop_reason, StopReason::Length);
+    }
+
+    #[test]
+    fn chat_logprobs_content_is_read_and_null_is_empty() {
+        let a = parse(serde_json::json!({"choices": [{"finish_reason": "length",
+            "logprobs": {"content": [{"token": "token_id:5", "logprob": -1.5}]}}]}))
+        .expect("chat answer");
+        assert_eq!((a.ids, a.logprobs), (Some(vec![5]), vec![-1.5]));
+        let a = parse(serde_json::json!({"choices": [{"finish_reason": "stop",
+            "logprobs": {"content": null}}]}))
+        .expect("no tokens");
+        assert_eq!((a.ids, a.logprobs.len()), (Some(vec![]), 0));
     }
 
     #[test]

@@ -87,6 +87,11 @@ pub struct GenerateRequest {
     pub sampling: SamplingParams,
     /// Base64 images for vision models.
     pub image_data: Vec<String>,
+    /// The prompt as chat messages whose `image_url` parts take `image_data` in order (AReaL's
+    /// `vision_msg_vllm`), for servers that take images only through
+    /// `/v1/chat/completions` (the `openai` backend). `None` for token-id prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat_messages: Option<serde_json::Value>,
 }
 
 impl GenerateRequest {
@@ -97,6 +102,7 @@ impl GenerateRequest {
             input_ids,
             sampling: SamplingParams::default(),
             image_data: Vec::new(),
+            chat_messages: None,
         }
     }
 }

@@ -355,7 +355,7 @@ async fn abandoned_requests_stop_decoding() {
             greedy: true,
             ..SamplingParams::default()
         },
-        image_data: Vec::new(),
+        ..GenerateRequest::new(Vec::new())
     };
     let tasks: Vec<_> = (0..8)
         .map(|i| {

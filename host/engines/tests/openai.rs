@@ -337,3 +337,88 @@ async fn live_llama_cpp_python_gives_the_recorded_ids() {
         assert_eq!(r.output_tokens, ids, "{name}");
     }
 }
+
+/// A fake vLLM answering chat completions with `response`, recording the bodies.
+async fn chat_server(response: Value, bodies: Arc<Mutex<Vec<Value>>>) -> String {
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            bodies.lock().expect("lock").push(body);
+            let response = response.clone();
+            async move { axum::Json(response) }
+        }),
+    );
+    serve(app).await
+}
+
+#[tokio::test]
+async fn images_go_as_data_urls_in_chat_messages() {
+    // The chat answer as vLLM gives it with `return_tokens_as_token_ids` (OpenAI's
+    // `logprobs.content`, each token written `token_id:<id>`, what AReaL's vLLM backend parses).
+    let answer = json!({"choices": [{"index": 0, "finish_reason": "stop",
+    "message": {"role": "assistant", "content": "42"},
+    "logprobs": {"content": [
+        {"token": "token_id:19", "logprob": -0.25, "bytes": [52], "top_logprobs": []},
+        {"token": "token_id:151645", "logprob": -0.5, "bytes": [], "top_logprobs": []}
+    ]}}]});
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let address = chat_server(answer, bodies.clone()).await;
+    let mut options = OpenAiOptions::new(&address);
+    options.http = fast_http();
+    let backend = OpenAiBackend::new(options).expect("valid");
+    let png = "iVBORw0KGgoAAAANSUhEUg".to_string();
+    let jpeg = "/9j/4AAQSkZJRg".to_string();
+    let messages = json!([{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": ""}},
+        {"type": "text", "text": "Compare"},
+        {"type": "image_url", "image_url": {"url": ""}}
+    ]}]);
+    let mut request = GenerateRequest::new(vec![1, 2, 3]);
+    request.sampling.max_new_tokens = 8;
+    request.image_data = vec![png.clone(), jpeg.clone()];
+    request.chat_messages = Some(messages.clone());
+    let r = backend
+        .generate(request.clone())
+        .await
+        .expect("chat answer");
+    assert_eq!(r.output_tokens, [19, 151645]);
+    assert_eq!(r.output_logprobs, [-0.25, -0.5]);
+    assert_eq!(r.stop_reason, StopReason::Stop);
+    let body = bodies.lock().expect("lock")[0].clone();
+    assert!(body.get("prompt").is_none(), "{body}");
+    assert_eq!(body["logprobs"], true);
+    assert_eq!(body["max_tokens"], 8);
+    assert_eq!(body["return_tokens_as_token_ids"], true);
+    let content = &body["messages"][0]["content"];
+    assert_eq!(
+        content[0]["image_url"]["url"],
+        format!("data:image/png;base64,{png}")
+    );
+    assert_eq!(content[1]["text"], "Compare");
+    assert_eq!(
+        content[2]["image_url"]["url"],
+        format!("data:image/jpeg;base64,{jpeg}")
+    );
+
+    // Images and parts must pair up; images without chat messages cannot go to /v1/completions.
+    let mut short = request.clone();
+    short.image_data.pop();
+    let e = backend.generate(short).await.expect_err("too few images");
+    assert!(e.to_string().contains("more `image_url` parts"), "{e}");
+    let mut extra = request.clone();
+    extra.image_data.push(png.clone());
+    let e = backend.generate(extra).await.expect_err("an unused image");
+    assert!(e.to_string().contains("3 image(s)"), "{e}");
+    let mut bare = request;
+    bare.chat_messages = None;
+    let e = backend.generate(bare).await.expect_err("no messages");
+    assert!(
+        e.to_string().contains("takes token ids only") && e.to_string().contains("sglang"),
+        "{e}"
+    );
+    assert_eq!(
+        bodies.lock().expect("lock").len(),
+        1,
+        "refused before sending"
+    );
+}

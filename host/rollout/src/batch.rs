@@ -160,6 +160,9 @@ fn assemble(
                 .collect::<Vec<_>>(),
         )?,
     );
+    if let Some(offsets) = multi_modal_offsets(&dicts) {
+        metadata.insert("multi_modal_offsets".into(), offsets);
+    }
     let account = BatchAccount {
         rewards: kept
             .iter()
@@ -178,4 +181,30 @@ fn assemble(
         lines,
     };
     Ok((batch, account))
+}
+
+/// Where each trajectory's rows of each multi-modal key start in the batch (`offsets[i]` to
+/// `offsets[i + 1]` are trajectory `i`'s, AReaL's `multi_modal_input[i]`), as the JSON object
+/// `{key: [0, ..., rows]}`; `None` without multi-modal keys. Episodes with such keys hold one
+/// trajectory each (checked at the guest boundary), so trajectory and batch row agree.
+fn multi_modal_offsets(dicts: &[Vec<(String, &HostTensor)>]) -> Option<String> {
+    let first = dicts.first()?;
+    let mut out = serde_json::Map::new();
+    for (key, _) in first
+        .iter()
+        .filter(|(k, _)| rollbox_tensor::is_multi_modal_key(k))
+    {
+        let mut offsets = Vec::with_capacity(dicts.len() + 1);
+        let mut at = 0usize;
+        offsets.push(at);
+        for d in dicts {
+            at += d
+                .iter()
+                .find(|(k, _)| k == key)
+                .map_or(0, |(_, t)| t.shape().first().copied().unwrap_or(0));
+            offsets.push(at);
+        }
+        out.insert(key.clone(), serde_json::json!(offsets));
+    }
+    (!out.is_empty()).then(|| serde_json::Value::Object(out).to_string())
 }

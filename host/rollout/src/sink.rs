@@ -162,7 +162,8 @@ impl MemorySink {
 
     /// The batches joined into one: tensors padded as AReaL's `concat_padded_tensors` pads
     /// (within `max_tensor_bytes`), `rows`, `trajectories` and `group_sizes` concatenated in
-    /// order, the other metadata of the first batch. With no batch: no tensors and `metadata`
+    /// order, `multi_modal_offsets` continued across batches, the other metadata of the first
+    /// batch. With no batch: no tensors and `metadata`
     /// with an empty `trajectories` list.
     pub fn join(
         mut self,
@@ -197,10 +198,35 @@ impl MemorySink {
                     }
                     meta.insert(key.into(), serde_json::to_string(&all)?);
                 }
+                if let Some(offsets) = join_offsets(&self.batches)? {
+                    meta.insert("multi_modal_offsets".into(), offsets);
+                }
                 Ok((tensors, meta))
             }
         }
     }
+}
+
+/// The batches' `multi_modal_offsets` as one list per key: each batch's offsets shifted by the
+/// rows the batches before it hold.
+fn join_offsets(batches: &[Batch]) -> anyhow::Result<Option<String>> {
+    let mut joined: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for b in batches {
+        let Some(text) = b.metadata.get("multi_modal_offsets") else {
+            continue;
+        };
+        let part: BTreeMap<String, Vec<u64>> = serde_json::from_str(text)?;
+        for (key, offsets) in part {
+            let list = joined.entry(key).or_insert_with(|| vec![0]);
+            let base = *list.last().unwrap_or(&0);
+            list.extend(offsets.iter().skip(1).map(|o| base + o));
+        }
+    }
+    Ok(if joined.is_empty() {
+        None
+    } else {
+        Some(serde_json::to_string(&joined)?)
+    })
 }
 
 impl BatchSink for MemorySink {
@@ -300,5 +326,27 @@ mod tests {
             .expect("no batch");
         assert!(t.is_empty());
         assert_eq!(meta["trajectories"], "[]");
+    }
+
+    /// Multi-modal offsets go on across the joined batches.
+    #[test]
+    fn multi_modal_offsets_continue_across_joined_batches() {
+        let mut sink = MemorySink::new();
+        for (row, offsets) in [
+            (1, r#"{"m.x":[0,4,6],"m.g":[0,1,2]}"#),
+            (2, r#"{"m.x":[0,3],"m.g":[0,2]}"#),
+        ] {
+            let mut b = batch(row, vec![1, 2], 2);
+            b.metadata
+                .insert("multi_modal_offsets".into(), offsets.into());
+            sink.prepare(b).expect("prepared");
+        }
+        let (_, meta) = sink.join(BTreeMap::new(), 1 << 20).expect("joined");
+        let got: serde_json::Value =
+            serde_json::from_str(&meta["multi_modal_offsets"]).expect("JSON");
+        assert_eq!(
+            got,
+            serde_json::json!({"m.x": [0, 4, 6, 9], "m.g": [0, 1, 2, 4]})
+        );
     }
 }

@@ -60,6 +60,10 @@ impl EpisodeCtx {
                 "input-ids is empty; a prompt needs at least one token".into(),
             )));
         }
+        let chat_messages = match chat_messages(&req.metadata) {
+            Ok(m) => m,
+            Err(e) => return Ok(Err(Error::InvalidArgument(e))),
+        };
         let prompt_len = req.input_ids.len() as u64;
         let room = u64::from(g.max_tokens).saturating_sub(prompt_len);
         if room == 0 {
@@ -108,6 +112,7 @@ impl EpisodeCtx {
                 input_ids: req.input_ids,
                 sampling,
                 image_data: req.image_data,
+                chat_messages,
             },
             version: self.services.version(),
         }))
@@ -244,5 +249,25 @@ impl engine::Host for StoreState {
 
     async fn version(&mut self) -> wasmtime::Result<i32> {
         Ok(self.ctx.services.version())
+    }
+}
+
+/// The chat messages of a request's metadata (`{"messages_chat": [...]}`, AReaL's
+/// `vision_msg_vllm`), for backends that take images only through chat messages. Metadata that
+/// is not a JSON object, or has no `messages_chat`, carries none.
+fn chat_messages(metadata: &str) -> Result<Option<serde_json::Value>, String> {
+    if !metadata.contains("messages_chat") {
+        return Ok(None);
+    }
+    let Ok(serde_json::Value::Object(mut m)) = serde_json::from_str(metadata) else {
+        return Ok(None);
+    };
+    match m.remove("messages_chat") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v @ serde_json::Value::Array(_)) => Ok(Some(v)),
+        Some(other) => Err(format!(
+            "metadata.messages_chat must be a list of chat messages, got {}",
+            other.to_string().chars().take(80).collect::<String>()
+        )),
     }
 }

@@ -227,6 +227,15 @@ fn padded_shape(key: &str, values: &[&HostTensor], pad: f64) -> Result<Vec<usize
             key: key.into(),
         }),
         1 => concat_shape(values),
+        // Rows of different trajectories (image patches), not positions: never padded.
+        _ if crate::is_multi_modal_key(key) => {
+            concat_shape(values).map_err(|e| TensorError::Invalid {
+                op: "concat_padded",
+                message: format!(
+                    "`{key}` is a multi-modal input, concatenated without padding, and its trailing dimensions differ: {e}"
+                ),
+            })
+        }
         _ => {
             let mut max_tail = first.shape()[1..].to_vec();
             let mut rows = 0usize;

@@ -33,7 +33,8 @@ pub use io::{
     write_safetensors,
 };
 pub use validate::{
-    MAX_KEY_BYTES, MAX_KEYS, PER_ROW_KEYS, PER_TOKEN_KEYS, check_key_name, validate_trajectory,
+    MAX_KEY_BYTES, MAX_KEYS, PER_ROW_KEYS, PER_TOKEN_KEYS, check_key_name, is_multi_modal_key,
+    validate_trajectory,
 };
 
 /// Errors of tensor construction and assembly. Each names the operation and the values

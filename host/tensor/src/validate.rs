@@ -2,20 +2,27 @@
 //!
 //! | key | dtype | shape |
 //! |---|---|---|
-//! | `input_ids`, `loss_mask`, `versions`, `turn_ids` | i32 | `[B, L]` |
+//! | `input_ids`, `loss_mask`, `versions`, `turn_ids`, `mm_token_type_ids` | i32 | `[B, L]` |
 //! | `logprobs` | f32 | `[B, L]` |
 //! | `attention_mask` | bool | `[B, L]` |
 //! | `rewards`, `rollout_reward` | f32, finite | `[B]` |
 //! | `is_truncated` | bool | `[B]` |
+//! | `multi_modal_input.*` | any | `[N, ...]`, in a trajectory of one row (`B = 1`) |
 //!
 //! Every per-token key present must share one `[B, L]`, every per-row key that `B`. Keys are
 //! checked only when present, and other keys are the workflow's own business.
+//!
+//! Multi-modal keys ([`is_multi_modal_key`]) hold AReaL's `multi_modal_input[0]` entries of one
+//! trajectory (e.g. `multi_modal_input.pixel_values`, `multi_modal_input.image_grid_thw`): a
+//! batch concatenates them along their first dimension without padding and records where each
+//! trajectory's rows start, so they need a trajectory of one row.
 
 use crate::{DType, HostTensor, TensorData, TensorError};
 
 /// Per-token keys: `[B, L]`.
-pub const PER_TOKEN_KEYS: [(&str, DType); 6] = [
+pub const PER_TOKEN_KEYS: [(&str, DType); 7] = [
     ("input_ids", DType::I32),
+    ("mm_token_type_ids", DType::I32),
     ("loss_mask", DType::I32),
     ("logprobs", DType::F32),
     ("versions", DType::I32),
@@ -35,6 +42,12 @@ fn fix_for(key: &str, dtype: DType, per_token: bool) -> String {
     format!(
         "build `{key}` as {dtype} {shape} (rollbox_sdk::trajectory does), or rename the key if it is not AReaL's `{key}`"
     )
+}
+
+/// Whether `key` holds a multi-modal input (AReaL's `is_multi_modal_key`: names starting
+/// with `multi_modal_input`): concatenated along the first dimension, never padded.
+pub fn is_multi_modal_key(key: &str) -> bool {
+    key.starts_with("multi_modal_input")
 }
 
 /// Longest tensor name, bytes.
@@ -69,7 +82,7 @@ pub fn check_key_name(key: &str) -> Result<(), TensorError> {
     })
 }
 
-/// Check the standard keys of one trajectory dict (or of a concatenated batch).
+/// Check the standard keys of one episode's tensor dict.
 pub fn validate_trajectory(tensors: &[(String, HostTensor)]) -> Result<(), TensorError> {
     let mut token_shape: Option<(&str, [usize; 2])> = None;
     for (key, dtype) in PER_TOKEN_KEYS {
@@ -137,6 +150,22 @@ pub fn validate_trajectory(tensors: &[(String, HostTensor)]) -> Result<(), Tenso
                 got: format!("{bad}"),
                 fix: "rewards must be finite numbers; map a failed score to 0.0 or reject the episode"
                     .into(),
+            });
+        }
+    }
+    let b = rows.map(|(_, b)| b);
+    for (key, t) in tensors.iter().filter(|(k, _)| is_multi_modal_key(k)) {
+        if t.rank() == 0 || b.is_some_and(|b| b != 1) {
+            return Err(TensorError::Trajectory {
+                key: key.clone(),
+                expected: "a tensor of rank 1 or more in a trajectory of one row (B = 1)".into(),
+                got: format!(
+                    "{} {:?}{}",
+                    t.dtype(),
+                    t.shape(),
+                    b.map(|b| format!(" with B = {b}")).unwrap_or_default()
+                ),
+                fix: "return multi-modal inputs with one trajectory per episode; a batch concatenates `multi_modal_input.*` keys and records each trajectory's rows".into(),
             });
         }
     }
@@ -255,6 +284,63 @@ mod tests {
         let e = validate_trajectory(&d).expect_err("rank").to_string();
         assert!(
             e.contains("`versions`") && e.contains("expected i32 [1, 3]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn multi_modal_keys_need_one_row_and_a_first_dimension() {
+        let mut d = rlvr(3);
+        d.push((
+            "mm_token_type_ids".into(),
+            t(TensorData::I32(vec![0, 1, 0]), &[1, 3]),
+        ));
+        d.push((
+            "multi_modal_input.pixel_values".into(),
+            t(TensorData::F32(vec![0.5; 8]), &[2, 4]),
+        ));
+        validate_trajectory(&d).expect("one row with images");
+        let bad = replace(
+            d.clone(),
+            "mm_token_type_ids",
+            t(TensorData::I64(vec![0; 3]), &[1, 3]),
+        );
+        let e = validate_trajectory(&bad).expect_err("dtype").to_string();
+        assert!(
+            e.contains("`mm_token_type_ids`") && e.contains("i32"),
+            "{e}"
+        );
+        let scalar = replace(
+            d.clone(),
+            "multi_modal_input.pixel_values",
+            t(TensorData::F32(vec![0.5]), &[]),
+        );
+        let e = validate_trajectory(&scalar).expect_err("rank").to_string();
+        assert!(e.contains("`multi_modal_input.pixel_values`"), "{e}");
+        let two_rows: Vec<(String, HostTensor)> = d
+            .into_iter()
+            .map(|(k, x)| {
+                let x = if k.starts_with("multi_modal_input") {
+                    x
+                } else {
+                    let mut shape = x.shape().to_vec();
+                    shape[0] = 2;
+                    let data = match x.data().expect("data") {
+                        TensorData::I32(v) => TensorData::I32([v.clone(), v].concat()),
+                        TensorData::F32(v) => TensorData::F32([v.clone(), v].concat()),
+                        TensorData::Bool(v) => TensorData::Bool([v.clone(), v].concat()),
+                        other => other,
+                    };
+                    t(data, &shape)
+                };
+                (k, x)
+            })
+            .collect();
+        let e = validate_trajectory(&two_rows)
+            .expect_err("B = 2")
+            .to_string();
+        assert!(
+            e.contains("with B = 2") && e.contains("one trajectory per episode"),
             "{e}"
         );
     }

@@ -52,6 +52,37 @@ fn tk(e: impl std::fmt::Display) -> TokenizerError {
     TokenizerError::Tokenizers(e.to_string())
 }
 
+/// The chat template in `dir/chat_template.jinja`, else `dir/chat_template.json`'s
+/// `chat_template`, if either exists.
+fn side_template(dir: &Path) -> Result<Option<String>, TokenizerError> {
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).map_err(|e| TokenizerError::Io {
+            path: p.display().to_string(),
+            source: e,
+        })
+    };
+    let jinja = dir.join("chat_template.jinja");
+    if jinja.is_file() {
+        return read(&jinja).map(Some);
+    }
+    let json_file = dir.join("chat_template.json");
+    if !json_file.is_file() {
+        return Ok(None);
+    }
+    let v: Value =
+        serde_json::from_str(&read(&json_file)?).map_err(|e| TokenizerError::Format {
+            path: json_file.display().to_string(),
+            message: e.to_string(),
+        })?;
+    match &v["chat_template"] {
+        Value::String(t) => Ok(Some(t.clone())),
+        _ => Err(TokenizerError::Format {
+            path: json_file.display().to_string(),
+            message: "has no `chat_template` string".into(),
+        }),
+    }
+}
+
 impl HostTokenizer {
     /// Load from a `.gguf` file, a `tokenizer.json`, or a directory holding `tokenizer.json`
     /// (and optionally `tokenizer_config.json`).
@@ -115,6 +146,12 @@ impl HostTokenizer {
                 .and_then(|t| t["template"].as_str())
                 .map(str::to_string),
             _ => None,
+        };
+        // transformers 5 saves the template beside the config (`chat_template.jinja`), and
+        // vision-language models ship their processor's (`chat_template.json`).
+        let template = match template {
+            Some(t) => Some(t),
+            None => side_template(tokenizer_json.parent().unwrap_or(Path::new(".")))?,
         };
         Self::assemble(
             inner,
@@ -286,6 +323,22 @@ impl HostTokenizer {
                 ("unk_token", text_of(s.unk)),
             ],
         )?);
+        Ok(self)
+    }
+
+    /// The same tokenizer with `tokens` added as special tokens (ids after the vocabulary, in
+    /// order, as `transformers`' `add_special_tokens` assigns them; tokens already there keep
+    /// their ids), e.g. a vision-language model's image tokens on a text tokenizer for a test.
+    /// Encoding then goes through the `tokenizers` pipeline.
+    pub fn with_added_special_tokens(mut self, tokens: &[&str]) -> Result<Self, TokenizerError> {
+        let added: Vec<tokenizers::AddedToken> = tokens
+            .iter()
+            .map(|t| tokenizers::AddedToken::from(t.to_string(), true))
+            .collect();
+        self.inner.add_special_tokens(added).map_err(tk)?;
+        self.fast = None;
+        self.byte_decoder = ByteLevelDecoder::new(&self.inner);
+        self.vocab_size = self.inner.get_vocab_size(true);
         Ok(self)
     }
 

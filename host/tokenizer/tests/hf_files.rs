@@ -100,3 +100,45 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
+
+#[test]
+fn a_template_beside_the_config_is_used_when_the_config_has_none() {
+    let template = "{% for m in messages %}{{ m.role }}: {{ m.content }} {% endfor %}";
+    let messages = json!([{"role": "user", "content": "hello"}]);
+    let options = ChatOptions {
+        add_generation_prompt: false,
+        ..ChatOptions::default()
+    };
+    // transformers 5's `chat_template.jinja`.
+    let dir = tempfile_dir("hf-jinja");
+    write_tokenizer(&dir, json!({"eos_token": "</s>"}));
+    std::fs::write(dir.join("chat_template.jinja"), template).expect("write");
+    let tok = HostTokenizer::load(&dir).expect("loads");
+    assert_eq!(
+        tok.render_chat_template(&messages, &options)
+            .expect("render"),
+        "user: hello "
+    );
+    // A vision-language model's processor template, `chat_template.json`.
+    let dir = tempfile_dir("hf-json");
+    write_tokenizer(&dir, json!({"eos_token": "</s>"}));
+    std::fs::write(
+        dir.join("chat_template.json"),
+        json!({"chat_template": template}).to_string(),
+    )
+    .expect("write");
+    let tok = HostTokenizer::load(&dir).expect("loads");
+    assert_eq!(
+        tok.render_chat_template(&messages, &options)
+            .expect("render"),
+        "user: hello "
+    );
+    std::fs::write(dir.join("chat_template.json"), "{\"x\": 1}").expect("write");
+    let e = HostTokenizer::load(&dir)
+        .expect_err("no template in it")
+        .to_string();
+    assert!(
+        e.contains("chat_template.json") && e.contains("no `chat_template`"),
+        "{e}"
+    );
+}

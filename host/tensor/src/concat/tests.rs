@@ -102,6 +102,52 @@ fn rank1_concatenates_and_rank3_pads_every_dim() {
 }
 
 #[test]
+fn multi_modal_keys_concatenate_rows_without_padding() {
+    let a = t(TensorData::F32(vec![1.0; 6]), &[2, 3]);
+    let b = t(TensorData::F32(vec![2.0; 3]), &[1, 3]);
+    let ga = t(TensorData::I64(vec![1, 2, 1]), &[1, 3]);
+    let gb = t(TensorData::I64(vec![1, 1, 1]), &[1, 3]);
+    let out = concat_padded(
+        &[
+            vec![
+                ("multi_modal_input.pixel_values".into(), &a),
+                ("multi_modal_input.image_grid_thw".into(), &ga),
+            ],
+            vec![
+                ("multi_modal_input.pixel_values".into(), &b),
+                ("multi_modal_input.image_grid_thw".into(), &gb),
+            ],
+        ],
+        0.0,
+    )
+    .expect("concat");
+    assert_eq!(out[0].1.shape(), &[3, 3]);
+    assert_eq!(
+        out[0].1.data().expect("data"),
+        TensorData::F32(vec![1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0])
+    );
+    assert_eq!(
+        out[1].1.data().expect("data"),
+        TensorData::I64(vec![1, 2, 1, 1, 1, 1])
+    );
+    // Another patch width cannot be padded into rows of the first: refused, named.
+    let c = t(TensorData::F32(vec![2.0; 4]), &[1, 4]);
+    let e = concat_padded(
+        &[
+            vec![("multi_modal_input.pixel_values".into(), &a)],
+            vec![("multi_modal_input.pixel_values".into(), &c)],
+        ],
+        0.0,
+    )
+    .expect_err("widths differ")
+    .to_string();
+    assert!(
+        e.contains("`multi_modal_input.pixel_values`") && e.contains("without padding"),
+        "{e}"
+    );
+}
+
+#[test]
 fn errors_name_the_problem() {
     let a = t(TensorData::I32(vec![1]), &[1, 1]);
     let v = t(TensorData::I32(vec![1]), &[1]);

@@ -14,6 +14,9 @@
 
 use crate::Rgb;
 
+#[cfg(target_arch = "x86_64")]
+mod sse2;
+
 /// Keys' cubic convolution kernel, a = -0.5.
 fn cubic(x: f64) -> f64 {
     const A: f64 = -0.5;
@@ -190,12 +193,32 @@ fn vertical(src: &Rgb, axis: &Axis, out_h: usize) -> Rgb {
 fn separable(src: &Rgb, w: usize, h: usize, axis: fn(usize, usize) -> Axis) -> Rgb {
     let mut img = std::borrow::Cow::Borrowed(src);
     if w != src.width {
-        img = std::borrow::Cow::Owned(horizontal(&img, &axis(src.width, w), w));
+        img = std::borrow::Cow::Owned(horizontal_pass(&img, &axis(src.width, w), w));
     }
     if h != src.height {
-        img = std::borrow::Cow::Owned(vertical(&img, &axis(src.height, h), h));
+        img = std::borrow::Cow::Owned(vertical_pass(&img, &axis(src.height, h), h));
     }
     img.into_owned()
+}
+
+/// The horizontal pass: SSE2 for 16-bit weights on x86-64 (the same bytes), else scalar.
+fn horizontal_pass(src: &Rgb, axis: &Axis, out_w: usize) -> Rgb {
+    #[cfg(target_arch = "x86_64")]
+    if sse2::fits(axis) {
+        // SAFETY: SSE2 is part of the x86-64 baseline, so the target feature is present.
+        return unsafe { sse2::horizontal(src, axis, out_w) };
+    }
+    horizontal(src, axis, out_w)
+}
+
+/// The vertical pass: SSE2 for 16-bit weights on x86-64 (the same bytes), else scalar.
+fn vertical_pass(src: &Rgb, axis: &Axis, out_h: usize) -> Rgb {
+    #[cfg(target_arch = "x86_64")]
+    if sse2::fits(axis) {
+        // SAFETY: SSE2 is part of the x86-64 baseline, so the target feature is present.
+        return unsafe { sse2::vertical(src, axis, out_h) };
+    }
+    vertical(src, axis, out_h)
 }
 
 /// Pillow's bicubic `resize((w, h))` of `src`. `w` and `h` must be at least 1.
@@ -240,5 +263,41 @@ mod tests {
         for out in [pil_bicubic(&flat, 28, 11), torch_bicubic_aa(&flat, 2, 1)] {
             assert!(out.data.chunks(3).all(|p| p == [200, 30, 90]), "{out:?}");
         }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn sse2_passes_give_the_scalar_bytes() {
+        let mut state = 0x9e37_79b9_u32;
+        let mut byte = || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            (state >> 24) as u8
+        };
+        for (w, h, ow, oh) in [
+            (37, 23, 112, 56),
+            (203, 97, 140, 56),
+            (1, 1, 56, 56),
+            (300, 9, 28, 28),
+            (17, 400, 28, 196),
+            (64, 48, 65, 47),
+        ] {
+            let img = Rgb::new(w, h, (0..w * h * 3).map(|_| byte()).collect()).expect("rgb");
+            let ax = torch_axis(w, ow);
+            assert!(sse2::fits(&ax));
+            let wide = horizontal(&img, &ax, ow);
+            assert_eq!(horizontal_pass(&img, &ax, ow), wide, "{w}x{h} -> {ow}");
+            let ay = torch_axis(h, oh);
+            assert_eq!(
+                vertical_pass(&wide, &ay, oh),
+                vertical(&wide, &ay, oh),
+                "{w}x{h} -> {ow}x{oh}"
+            );
+        }
+        assert!(
+            !sse2::fits(&pil_axis(203, 140)),
+            "Pillow's weights take the scalar path"
+        );
     }
 }
