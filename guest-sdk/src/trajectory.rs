@@ -8,7 +8,9 @@
 //! prompt and context tokens, the turn index on outputs).
 
 use crate::tensor::{Tensor, TensorData};
-use crate::{Error, ModelResponse, Output, StopReason};
+use crate::{
+    Episode, Error, ModelResponse, Output, RewardInput, StopReason, log, rewards, tokenizer,
+};
 
 /// Builds one trajectory by appending prompt tokens and model outputs in order.
 ///
@@ -165,6 +167,35 @@ pub fn single_turn(resp: &ModelResponse, reward: f32) -> Result<Output, Error> {
     let mut t = TrajectoryBuilder::new();
     t.prompt(&resp.input_tokens).output(resp);
     t.finish(reward)
+}
+
+/// One response scored as AReaL's RLVR workflows score it, as its trajectory: the reward
+/// component `reward` on (decoded prompt, decoded completion with stop tokens kept, prompt ids,
+/// completion ids, the row as [`Episode::reward_data`] gives it), the `reward` stat, then
+/// [`single_turn`] with the metadata `prompt`, `completion`, `stop_reason` and
+/// `reward_timed_out`.
+pub fn scored_single_turn(
+    episode: &Episode,
+    reward: &str,
+    resp: &ModelResponse,
+) -> Result<Output, Error> {
+    let input = RewardInput {
+        prompt: tokenizer::decode(&resp.input_tokens, false)?,
+        completion: tokenizer::decode(&resp.output_tokens, false)?,
+        prompt_ids: resp.input_tokens.clone(),
+        completion_ids: resp.output_tokens.clone(),
+        data: episode.reward_data()?,
+    };
+    let scored = rewards::score(reward, &input)?;
+    log::stat("reward", scored.value);
+    let mut out = single_turn(resp, scored.value as f32)?;
+    out.metadata = serde_json::json!({
+        "prompt": input.prompt,
+        "completion": input.completion,
+        "stop_reason": resp.stop_reason.as_str(),
+        "reward_timed_out": scored.timed_out,
+    });
+    Ok(out)
 }
 
 /// Several trajectories of one episode as one tensor dict, concatenated with AReaL's

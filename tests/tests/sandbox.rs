@@ -292,6 +292,49 @@ async fn generate_flood_hits_the_call_limit() {
     assert_serves_next(&rt).await;
 }
 
+/// A request's `messages_chat` metadata (chat messages for chat-completions servers) that is
+/// not a list is refused as the call's error, before any budget is reserved; a list passes.
+#[tokio::test]
+async fn chat_messages_in_request_metadata_must_be_a_list() {
+    let rt = runtime();
+    let w = load(&rt, c::ADV_GENERATE);
+    for bad in [json!("a string"), json!({"role": "user"}), json!(7)] {
+        let r = run(
+            &rt,
+            &w,
+            json!({"metadata": {"messages_chat": bad}}),
+            Limits::default(),
+        )
+        .await;
+        let f = fault(&r).to_string();
+        assert!(
+            f.contains("InvalidArgument") && f.contains("metadata.messages_chat must be a list"),
+            "{f}"
+        );
+        assert_eq!(r.generated_tokens, 0, "nothing reserved or generated");
+    }
+    let ok = json!({"messages_chat": [{"role": "user", "content": "hi"}]});
+    let r = run(&rt, &w, json!({"metadata": ok}), Limits::default()).await;
+    assert!(
+        fault(&r).to_string().contains("one call: Ok("),
+        "{}",
+        fault(&r)
+    );
+    // Metadata that is not JSON, or has no messages_chat, is passed by as before.
+    let r = run(
+        &rt,
+        &w,
+        json!({"metadata": "not json {"}),
+        Limits::default(),
+    )
+    .await;
+    assert!(
+        fault(&r).to_string().contains("one call: Ok("),
+        "{}",
+        fault(&r)
+    );
+}
+
 #[tokio::test]
 async fn episode_token_budget_is_enforced() {
     let rt = runtime();
@@ -413,6 +456,21 @@ async fn standard_keys_are_validated_at_the_boundary() {
         msg.contains("`loss_mask`")
             && msg.contains("expected i32 [B, L]")
             && msg.contains("got i64 [1, 3]"),
+        "{msg}"
+    );
+    // Multi-modal inputs in a trajectory of two rows could not be split back per trajectory.
+    let r = run(
+        &rt,
+        &w,
+        json!({"case": "multi_modal_rows"}),
+        Limits::default(),
+    )
+    .await;
+    let f = fault(&r);
+    assert_eq!(f.kind(), "invalid_output");
+    let msg = f.to_string();
+    assert!(
+        msg.contains("`multi_modal_input.pixel_values`") && msg.contains("with B = 2"),
         "{msg}"
     );
 }

@@ -198,7 +198,8 @@ async fn bad_image_rows_fail_with_the_reason() {
     let fx = fixture();
     let tok = tokenizer(&fx);
     let case = &fx["cases"][0];
-    let rt = rollbox_tests::workflow_runtime(&tok, engine(&[case]));
+    let seen = engine(&[case]);
+    let rt = rollbox_tests::workflow_runtime(&tok, seen.clone());
     let png = case["row"]["images"][0].as_str().expect("image");
     let cfg = config(&fx, case);
     let prompt = case["row"]["messages"].clone();
@@ -228,6 +229,11 @@ async fn bad_image_rows_fail_with_the_reason() {
             json!({"image_token": "<|no_such|>", "reward": "math"}),
             "image_token",
         ),
+        (
+            json!({"messages": prompt, "images": [png], "messages_chat": "a string"}),
+            cfg.clone(),
+            "`messages_chat` is not a list",
+        ),
     ] {
         let report = rollbox_tests::run_workflow(&rt, c::WORKFLOW_VISION_RLVR, row, cfg).await;
         let EpisodeOutcome::Failed(fault) = report.outcome else {
@@ -238,6 +244,20 @@ async fn bad_image_rows_fail_with_the_reason() {
         };
         assert!(fault.to_string().contains(want), "{fault} lacks {want:?}");
     }
+    assert!(
+        seen.requests.lock().expect("lock").is_empty(),
+        "refused before generating"
+    );
+    // A row's `messages_chat` (AReaL's `vision_msg_vllm`) reaches the engine as the request's
+    // chat messages, for the chat-completions path.
+    let chat = json!([{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": ""}}, {"type": "text", "text": "How many?"}]}]);
+    let mut row = case["row"].clone();
+    row["messages_chat"] = chat.clone();
+    let report = rollbox_tests::run_workflow(&rt, c::WORKFLOW_VISION_RLVR, row, cfg).await;
+    assert_eq!(report.outcome.kind(), "accepted");
+    let requests = seen.requests.lock().expect("lock");
+    assert_eq!(requests[0].chat_messages, Some(chat));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

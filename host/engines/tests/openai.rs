@@ -249,8 +249,13 @@ async fn llama_cpp_python_rejects_token_id_prompts() {
 
 /// A fake vLLM answering every completion with `response`, recording the bodies.
 async fn fixed_server(response: Value, bodies: Arc<Mutex<Vec<Value>>>) -> String {
+    fixed_server_at("/v1/completions", response, bodies).await
+}
+
+/// A fake vLLM answering every request to `path` with `response`, recording the bodies.
+async fn fixed_server_at(path: &str, response: Value, bodies: Arc<Mutex<Vec<Value>>>) -> String {
     let app = axum::Router::new().route(
-        "/v1/completions",
+        path,
         axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
             bodies.lock().expect("lock").push(body);
             let response = response.clone();
@@ -338,19 +343,6 @@ async fn live_llama_cpp_python_gives_the_recorded_ids() {
     }
 }
 
-/// A fake vLLM answering chat completions with `response`, recording the bodies.
-async fn chat_server(response: Value, bodies: Arc<Mutex<Vec<Value>>>) -> String {
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
-            bodies.lock().expect("lock").push(body);
-            let response = response.clone();
-            async move { axum::Json(response) }
-        }),
-    );
-    serve(app).await
-}
-
 #[tokio::test]
 async fn images_go_as_data_urls_in_chat_messages() {
     // The chat answer as vLLM gives it with `return_tokens_as_token_ids` (OpenAI's
@@ -362,7 +354,7 @@ async fn images_go_as_data_urls_in_chat_messages() {
         {"token": "token_id:151645", "logprob": -0.5, "bytes": [], "top_logprobs": []}
     ]}}]});
     let bodies = Arc::new(Mutex::new(Vec::new()));
-    let address = chat_server(answer, bodies.clone()).await;
+    let address = fixed_server_at("/v1/chat/completions", answer, bodies.clone()).await;
     let mut options = OpenAiOptions::new(&address);
     options.http = fast_http();
     let backend = OpenAiBackend::new(options).expect("valid");

@@ -18,44 +18,18 @@
 //! `system_prompt`, `answer_key` (the column the reward reads as `answer`).
 
 use rollbox_sdk::tokenizer;
-use rollbox_sdk::trajectory::single_turn;
-use rollbox_sdk::{
-    Episode, Error, ModelRequest, Output, RewardInput, Workflow, engine, log, rewards,
-};
-use serde_json::json;
+use rollbox_sdk::trajectory::scored_single_turn;
+use rollbox_sdk::{Episode, Error, ModelRequest, Output, Workflow, engine};
 
 struct Rlvr;
 
 impl Workflow for Rlvr {
     fn run_episode(episode: Episode) -> Result<Option<Output>, Error> {
-        let cfg = &episode.config;
-        let reward_name = cfg["reward"].as_str().unwrap_or("math");
+        let reward_name = episode.config["reward"].as_str().unwrap_or("math");
         let input_ids =
             tokenizer::apply_chat_template(&episode.messages()?, &episode.chat_options())?;
-        let gconfig = episode.gconfig()?;
-        let resp = engine::generate(&ModelRequest::new(input_ids.clone(), gconfig))?;
-        let prompt = tokenizer::decode(&input_ids, false)?;
-        let completion = tokenizer::decode(&resp.output_tokens, false)?;
-        let input = RewardInput {
-            prompt,
-            completion,
-            prompt_ids: resp.input_tokens.clone(),
-            completion_ids: resp.output_tokens.clone(),
-            data: episode.reward_data()?,
-        };
-        let scored = rewards::score(reward_name, &input)?;
-        let RewardInput {
-            prompt, completion, ..
-        } = input;
-        log::stat("reward", scored.value);
-        let mut out = single_turn(&resp, scored.value as f32)?;
-        out.metadata = json!({
-            "prompt": prompt,
-            "completion": completion,
-            "stop_reason": resp.stop_reason.as_str(),
-            "reward_timed_out": scored.timed_out,
-        });
-        Ok(Some(out))
+        let resp = engine::generate(&ModelRequest::new(input_ids, episode.gconfig()?))?;
+        Ok(Some(scored_single_turn(&episode, reward_name, &resp)?))
     }
 }
 

@@ -35,13 +35,11 @@
 
 pub mod prompt;
 
-use prompt::{expand, row_images, substitute};
+use prompt::{base64_payload, expand, row_images, substitute};
 use rollbox_sdk::tensor::{Tensor, TensorData};
-use rollbox_sdk::trajectory::single_turn;
+use rollbox_sdk::trajectory::scored_single_turn;
 use rollbox_sdk::vision::{self, ImageOptions};
-use rollbox_sdk::{
-    Episode, Error, ModelRequest, Output, RewardInput, Workflow, engine, log, rewards, tokenizer,
-};
+use rollbox_sdk::{Episode, Error, ModelRequest, Output, Workflow, engine, log, tokenizer};
 use serde_json::{Value, json};
 
 /// The image token of Qwen2-VL and Qwen2.5-VL.
@@ -93,7 +91,7 @@ impl Workflow for VisionRlvr {
         let cfg = &episode.config;
         let reward_name = cfg["reward"].as_str().unwrap_or("math");
         let image_key = cfg["image_key"].as_str().unwrap_or("images");
-        let images = row_images(&episode.data, image_key).map_err(Error::msg)?;
+        let encoded = row_images(&episode.data, image_key).map_err(Error::msg)?;
         let mut processor = cfg["processor"].clone();
         let backend = processor["backend"].as_str().map(str::to_string);
         if let Some(o) = processor.as_object_mut() {
@@ -103,7 +101,6 @@ impl Workflow for VisionRlvr {
             backend,
             config: (!processor.is_null()).then(|| processor.to_string()),
         };
-        let encoded: Vec<Vec<u8>> = images.iter().map(|i| i.encoded.clone()).collect();
         let processed = vision::process_images(&encoded, &options)?;
 
         let image_token = token_id(cfg["image_token"].as_str().unwrap_or(IMAGE_TOKEN))?;
@@ -117,8 +114,9 @@ impl Workflow for VisionRlvr {
                 }
             }
         }
-        let mut request = ModelRequest::new(input_ids.clone(), episode.gconfig()?);
-        request.image_data = images.into_iter().map(|i| i.base64).collect();
+        let mut request = ModelRequest::new(input_ids, episode.gconfig()?);
+        // The same bytes, handed on without a copy: the base64 payload of each image.
+        request.image_data = encoded.into_iter().map(base64_payload).collect();
         match episode.data.get("messages_chat") {
             None | Some(Value::Null) => {}
             Some(chat @ Value::Array(_)) => {
@@ -131,48 +129,29 @@ impl Workflow for VisionRlvr {
             }
         }
         let resp = engine::generate(&request)?;
-        let prompt = tokenizer::decode(&input_ids, false)?;
-        let completion = tokenizer::decode(&resp.output_tokens, false)?;
-        let input = RewardInput {
-            prompt,
-            completion,
-            prompt_ids: resp.input_tokens.clone(),
-            completion_ids: resp.output_tokens.clone(),
-            data: episode.reward_data()?,
-        };
-        let scored = rewards::score(reward_name, &input)?;
-        log::stat("reward", scored.value);
+        let mut out = scored_single_turn(&episode, reward_name, &resp)?;
         log::stat("images", processed.tokens.len() as f64);
         let image_tokens: f64 = processed.tokens.iter().map(|&n| f64::from(n)).sum();
         log::stat("image_tokens", image_tokens);
-
-        let mut out = single_turn(&resp, scored.value as f32)?;
-        let mut types = mm_types;
         // The host reports the request's own ids as the prompt, so the marks line up.
+        let mut types = mm_types;
         types.resize(resp.input_tokens.len() + resp.output_tokens.len(), 0);
         let len = u32::try_from(types.len()).map_err(|_| Error::msg("sequence too long"))?;
-        out.tensors.push((
-            "mm_token_type_ids".into(),
-            Tensor::create(&TensorData::I32(types), &[1, len])?,
-        ));
-        out.tensors.push((
-            "multi_modal_input.pixel_values".into(),
-            processed.pixel_values,
-        ));
-        out.tensors.push((
-            "multi_modal_input.image_grid_thw".into(),
-            processed.image_grid_thw,
-        ));
-        let RewardInput {
-            prompt, completion, ..
-        } = input;
-        out.metadata = json!({
-            "prompt": prompt,
-            "completion": completion,
-            "stop_reason": resp.stop_reason.as_str(),
-            "reward_timed_out": scored.timed_out,
-            "image_tokens": processed.tokens,
-        });
+        out.tensors.extend([
+            (
+                "mm_token_type_ids".to_string(),
+                Tensor::create(&TensorData::I32(types), &[1, len])?,
+            ),
+            (
+                "multi_modal_input.pixel_values".to_string(),
+                processed.pixel_values,
+            ),
+            (
+                "multi_modal_input.image_grid_thw".to_string(),
+                processed.image_grid_thw,
+            ),
+        ]);
+        out.metadata["image_tokens"] = json!(processed.tokens);
         Ok(Some(out))
     }
 }

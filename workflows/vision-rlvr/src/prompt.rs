@@ -3,19 +3,12 @@
 
 use serde_json::Value;
 
-/// One image of a row, as the sandbox can use it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RowImage {
-    /// What the host's `process-images` decodes: base64 text or a `data:` URL, as bytes.
-    pub encoded: Vec<u8>,
-    /// The base64 payload alone, as SGLang's `image_data` takes it.
-    pub base64: String,
-}
-
-/// The images of `row[key]`: a list (or a single item) of base64 strings, `data:image/...;
-/// base64,` URLs, or objects with such a string under `bytes` (a Hugging Face `Image`
-/// column). A path cannot be read in the sandbox and is an error naming the fix.
-pub fn row_images(row: &Value, key: &str) -> Result<Vec<RowImage>, String> {
+/// The images of `row[key]` as the host's `process-images` decodes them (base64 text or a
+/// `data:` URL, as bytes, checked to be one of those): a list (or a single item) of base64
+/// strings, `data:image/...;base64,` URLs, or objects with such a string under `bytes` (a
+/// Hugging Face `Image` column). A path cannot be read in the sandbox and is an error naming
+/// the fix.
+pub fn row_images(row: &Value, key: &str) -> Result<Vec<Vec<u8>>, String> {
     let value = row.get(key).filter(|v| !v.is_null()).ok_or_else(|| {
         format!(
             "the row has no `{key}` (the images, base64-encoded; set image_key in the config to the column that holds them)"
@@ -32,7 +25,7 @@ pub fn row_images(row: &Value, key: &str) -> Result<Vec<RowImage>, String> {
         .collect()
 }
 
-fn image_of(item: &Value) -> Result<RowImage, String> {
+fn image_of(item: &Value) -> Result<Vec<u8>, String> {
     let text = match item {
         Value::String(s) => s.as_str(),
         Value::Object(o) => match (o.get("bytes"), o.get("path")) {
@@ -80,10 +73,20 @@ fn image_of(item: &Value) -> Result<RowImage, String> {
             text.chars().take(80).collect::<String>()
         ));
     }
-    Ok(RowImage {
-        encoded: text.as_bytes().to_vec(),
-        base64: base64.to_string(),
-    })
+    Ok(text.as_bytes().to_vec())
+}
+
+/// The base64 payload of an image [`row_images`] returned (its `data:...;base64,` prefix
+/// dropped), as SGLang's `image_data` takes it, in the same buffer.
+pub fn base64_payload(encoded: Vec<u8>) -> String {
+    let mut text = String::from_utf8(encoded)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    if text.starts_with("data:")
+        && let Some(at) = text.find(";base64,")
+    {
+        text.drain(..at + ";base64,".len());
+    }
+    text
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -154,17 +157,14 @@ mod tests {
         let row = json!({"images": ["iVBORw0KGgo=", "data:image/png;base64,AAAA", {"bytes": "QUJD", "path": null}]});
         let got = row_images(&row, "images").expect("images");
         assert_eq!(got.len(), 3);
-        assert_eq!(got[0].base64, "iVBORw0KGgo=");
-        assert_eq!(got[1].base64, "AAAA");
-        assert_eq!(got[1].encoded, b"data:image/png;base64,AAAA");
-        assert_eq!(got[2].base64, "QUJD");
+        assert_eq!(got[1], b"data:image/png;base64,AAAA");
+        let payloads: Vec<String> = got.into_iter().map(base64_payload).collect();
+        assert_eq!(payloads, ["iVBORw0KGgo=", "AAAA", "QUJD"]);
         let one = row_images(&json!({"image": "QUJD"}), "image").expect("single");
         assert_eq!(one.len(), 1);
         let wrapped = row_images(&json!({"i": " QU\nJD\r\n"}), "i").expect("wrapped");
-        assert_eq!(
-            (wrapped[0].base64.as_str(), &wrapped[0].encoded[..]),
-            ("QUJD", &b"QUJD"[..])
-        );
+        assert_eq!(&wrapped[0][..], b"QUJD");
+        assert_eq!(base64_payload(wrapped[0].clone()), "QUJD");
     }
 
     #[test]
