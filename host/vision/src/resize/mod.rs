@@ -15,6 +15,8 @@
 use crate::Rgb;
 
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod sse2;
 
 /// Keys' cubic convolution kernel, a = -0.5.
@@ -201,20 +203,29 @@ fn separable(src: &Rgb, w: usize, h: usize, axis: fn(usize, usize) -> Axis) -> R
     img.into_owned()
 }
 
-/// The horizontal pass: SSE2 for 16-bit weights on x86-64 (the same bytes), else scalar.
+/// The horizontal pass: for 16-bit weights on x86-64, AVX2 where the CPU has it, else SSE2
+/// (the same bytes); else scalar.
 fn horizontal_pass(src: &Rgb, axis: &Axis, out_w: usize) -> Rgb {
     #[cfg(target_arch = "x86_64")]
     if sse2::fits(axis) {
+        if avx2::available() {
+            // SAFETY: the CPU has AVX2 (checked just now).
+            return unsafe { avx2::horizontal(src, axis, out_w) };
+        }
         // SAFETY: SSE2 is part of the x86-64 baseline, so the target feature is present.
         return unsafe { sse2::horizontal(src, axis, out_w) };
     }
     horizontal(src, axis, out_w)
 }
 
-/// The vertical pass: SSE2 for 16-bit weights on x86-64 (the same bytes), else scalar.
+/// The vertical pass: as [`horizontal_pass`] chooses.
 fn vertical_pass(src: &Rgb, axis: &Axis, out_h: usize) -> Rgb {
     #[cfg(target_arch = "x86_64")]
     if sse2::fits(axis) {
+        if avx2::available() {
+            // SAFETY: the CPU has AVX2 (checked just now).
+            return unsafe { avx2::vertical(src, axis, out_h) };
+        }
         // SAFETY: SSE2 is part of the x86-64 baseline, so the target feature is present.
         return unsafe { sse2::vertical(src, axis, out_h) };
     }
@@ -267,7 +278,7 @@ mod tests {
 
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn sse2_passes_give_the_scalar_bytes() {
+    fn simd_passes_give_the_scalar_bytes() {
         let mut state = 0x9e37_79b9_u32;
         let mut byte = || {
             state ^= state << 13;
@@ -287,13 +298,33 @@ mod tests {
             let ax = torch_axis(w, ow);
             assert!(sse2::fits(&ax));
             let wide = horizontal(&img, &ax, ow);
-            assert_eq!(horizontal_pass(&img, &ax, ow), wide, "{w}x{h} -> {ow}");
-            let ay = torch_axis(h, oh);
+            // SAFETY: x86-64 has SSE2.
             assert_eq!(
-                vertical_pass(&wide, &ay, oh),
-                vertical(&wide, &ay, oh),
+                unsafe { sse2::horizontal(&img, &ax, ow) },
+                wide,
+                "{w}x{h} -> {ow}"
+            );
+            let ay = torch_axis(h, oh);
+            let tall = vertical(&wide, &ay, oh);
+            // SAFETY: as above.
+            assert_eq!(
+                unsafe { sse2::vertical(&wide, &ay, oh) },
+                tall,
                 "{w}x{h} -> {ow}x{oh}"
             );
+            if avx2::available() {
+                // SAFETY: the CPU has AVX2.
+                let (h2, v2) = unsafe {
+                    (
+                        avx2::horizontal(&img, &ax, ow),
+                        avx2::vertical(&wide, &ay, oh),
+                    )
+                };
+                assert_eq!(h2, wide, "AVX2 {w}x{h} -> {ow}");
+                assert_eq!(v2, tall, "AVX2 {w}x{h} -> {ow}x{oh}");
+            } else {
+                eprintln!("no AVX2 on this CPU: only the SSE2 passes were compared");
+            }
         }
         assert!(
             !sse2::fits(&pil_axis(203, 140)),
