@@ -251,28 +251,38 @@ pub fn process(img: &Rgb, cfg: &Qwen2VlConfig, backend: Backend) -> Result<Proce
     let tp = cfg.temporal_patch_size;
     let (gh, gw) = (h / p, w / p);
     let row_len = 3 * tp * p * p;
-    let mut pv = Vec::with_capacity(gh * gw * row_len);
+    let frame = p * p;
+    let rows = (gh / m) * (gw / m) * m * m;
+    let mut pv: Vec<f32> = Vec::with_capacity(rows * row_len);
+    let mut out = pv.spare_capacity_mut()[..rows * row_len].chunks_exact_mut(frame * tp);
     for bh in 0..gh / m {
         for bw in 0..gw / m {
             for mh in 0..m {
                 for mw in 0..m {
                     let (py, px) = ((bh * m + mh) * p, (bw * m + mw) * p);
                     for (c, lut) in luts.iter().enumerate() {
-                        let start = pv.len();
-                        for i in 0..p {
+                        // The image fills every frame of the temporal patch.
+                        let frames = out.next().expect("a row per patch, 3 channels per row");
+                        let (first, others) = frames.split_at_mut(frame);
+                        for (i, dst) in first.chunks_exact_mut(p).enumerate() {
                             let at = ((py + i) * w + px) * 3;
                             let run = &resized.data[at..at + p * 3];
-                            pv.extend(run.chunks_exact(3).map(|px| lut[px[c] as usize]));
+                            for (d, px) in dst.iter_mut().zip(run.chunks_exact(3)) {
+                                d.write(lut[usize::from(px[c])]);
+                            }
                         }
-                        // The image fills every frame of the temporal patch.
-                        for _ in 1..tp {
-                            pv.extend_from_within(start..start + p * p);
+                        for other in others.chunks_exact_mut(frame) {
+                            other.copy_from_slice(first);
                         }
                     }
                 }
             }
         }
     }
+    // SAFETY: the loops above wrote all `rows * row_len` elements reserved: `rows` patches of
+    // 3 channels (`row_len` is `3 * tp * frame`), each `tp` frames of `frame` values, the first
+    // frame element by element and the others copied from it.
+    unsafe { pv.set_len(rows * row_len) };
     Ok(Processed {
         pixel_values: pv,
         row_len,
