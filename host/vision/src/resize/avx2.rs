@@ -12,7 +12,7 @@ use std::arch::x86_64::{
 };
 
 use super::Axis;
-use super::sse2::{Plan, interleave, pair, put_pixel, resample_row};
+use super::sse2::{Plan, interleave, put_pixel, resample_row, row_pairs};
 use crate::Rgb;
 
 /// Whether this CPU runs the AVX2 passes.
@@ -153,15 +153,10 @@ pub(super) fn vertical(src: &Rgb, axis: &Axis, out_h: usize) -> Rgb {
         .zip(data.chunks_exact_mut(stride))
     {
         taps.clear();
-        for j in 0..n.div_ceil(2) {
-            let w1 = if 2 * j + 1 < n { k[2 * j + 1] } else { 0 };
-            taps.push((
-                _mm256_set1_epi32(pair(k[2 * j], w1)),
-                row(ymin + 2 * j),
-                // The partner row of an odd tap count is weighted 0: any row will do.
-                row((ymin + 2 * j + 1).min(src.height - 1)),
-            ));
-        }
+        taps.extend(
+            row_pairs(k, ymin, n, src.height)
+                .map(|(w, a, b)| (_mm256_set1_epi32(w), row(a), row(b))),
+        );
         // Thirty-two output bytes at a time. The unpacks and packs work within each 128-bit
         // half, so the packs put the bytes back in their order.
         for (i, out) in out.chunks_mut(32).enumerate() {

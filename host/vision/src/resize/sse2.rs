@@ -196,6 +196,22 @@ pub(super) fn sixteen(row: &[u8], at: usize) -> __m128i {
     }
 }
 
+/// The vertical pass's tap pairs for one output row whose `n` weights `k` start at input row
+/// `ymin`: each pair's weights (see [`pair`]) and its two input rows. The partner row of an odd
+/// tap count is weighted 0: any row will do, so it is the next one or the last.
+pub(super) fn row_pairs(
+    k: &[i32],
+    ymin: usize,
+    n: usize,
+    height: usize,
+) -> impl Iterator<Item = (i32, usize, usize)> + '_ {
+    (0..n.div_ceil(2)).map(move |j| {
+        let w1 = if 2 * j + 1 < n { k[2 * j + 1] } else { 0 };
+        let a = ymin + 2 * j;
+        (pair(k[2 * j], w1), a, (a + 1).min(height - 1))
+    })
+}
+
 /// One tap pair of the vertical pass: the pair of 16-bit weights and the two source rows.
 struct Taps<'a> {
     weights: __m128i,
@@ -219,17 +235,11 @@ pub(super) fn vertical(src: &Rgb, axis: &Axis, out_h: usize) -> Rgb {
         .zip(data.chunks_exact_mut(stride))
     {
         taps.clear();
-        for j in 0..n.div_ceil(2) {
-            taps.push(Taps {
-                weights: _mm_set1_epi32(pair(
-                    k[2 * j],
-                    if 2 * j + 1 < n { k[2 * j + 1] } else { 0 },
-                )),
-                a: row(ymin + 2 * j),
-                // The partner row of an odd tap count is weighted 0: any row will do.
-                b: row((ymin + 2 * j + 1).min(src.height - 1)),
-            });
-        }
+        taps.extend(row_pairs(k, ymin, n, src.height).map(|(w, a, b)| Taps {
+            weights: _mm_set1_epi32(w),
+            a: row(a),
+            b: row(b),
+        }));
         // Sixteen output bytes at a time, their sums in four registers of four lanes.
         for (i, out) in out.chunks_mut(16).enumerate() {
             let at = i * 16;
