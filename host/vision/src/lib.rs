@@ -53,7 +53,9 @@ pub mod testing {
 }
 
 pub use decode::{MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, Rgb, decode};
-pub use qwen2vl::{Backend, Processed, Qwen2VlConfig, process, smart_resize};
+pub use qwen2vl::{
+    Appended, Backend, Processed, Qwen2VlConfig, process, process_into, smart_resize,
+};
 
 /// Why an image could not be processed. Every message names the image property and the limit
 /// or the fix.

@@ -221,8 +221,51 @@ impl Processed {
     }
 }
 
+/// What [`process_into`] appended for one image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// Rows of `pixel_values` appended (`t * gh * gw`).
+    pub rows: usize,
+    /// Width of a `pixel_values` row.
+    pub row_len: usize,
+    /// `[t, gh, gw]`: frames, patch rows, patch columns (`image_grid_thw`).
+    pub grid_thw: [i64; 3],
+}
+
+impl Appended {
+    /// LLM tokens the image takes (see [`Processed::tokens`]).
+    pub fn tokens(&self, merge_size: usize) -> usize {
+        self.rows / (merge_size * merge_size)
+    }
+}
+
 /// Process one RGB image as the chosen `transformers` processor does.
 pub fn process(img: &Rgb, cfg: &Qwen2VlConfig, backend: Backend) -> Result<Processed, VisionError> {
+    let resized = resize(img, cfg, backend)?;
+    let mut pixel_values = Vec::new();
+    let appended = patches(&resized, cfg, backend, &mut pixel_values);
+    Ok(Processed {
+        pixel_values,
+        row_len: appended.row_len,
+        grid_thw: appended.grid_thw,
+        resized,
+    })
+}
+
+/// Process one RGB image as [`process`] does, appending its `pixel_values` rows to `out`: the
+/// images of a batch land in one buffer without a copy each.
+pub fn process_into(
+    img: &Rgb,
+    cfg: &Qwen2VlConfig,
+    backend: Backend,
+    out: &mut Vec<f32>,
+) -> Result<Appended, VisionError> {
+    let resized = resize(img, cfg, backend)?;
+    Ok(patches(&resized, cfg, backend, out))
+}
+
+/// `smart_resize`, then the backend's bicubic resize.
+fn resize(img: &Rgb, cfg: &Qwen2VlConfig, backend: Backend) -> Result<Rgb, VisionError> {
     cfg.validate()?;
     let (h, w) = smart_resize(
         img.height,
@@ -231,10 +274,14 @@ pub fn process(img: &Rgb, cfg: &Qwen2VlConfig, backend: Backend) -> Result<Proce
         cfg.min_pixels,
         cfg.max_pixels,
     )?;
-    let resized = match backend {
+    Ok(match backend {
         Backend::Pil => pil_bicubic(img, w, h),
         Backend::Torchvision => torch_bicubic_aa(img, w, h),
-    };
+    })
+}
+
+/// Normalise and patchify a resized image, appending its rows to `pv`.
+fn patches(resized: &Rgb, cfg: &Qwen2VlConfig, backend: Backend, pv: &mut Vec<f32>) -> Appended {
     // Per channel: the float32 value of each byte, as each backend computes it.
     let luts: Vec<[f32; 256]> = (0..3)
         .map(|c| {
@@ -253,7 +300,7 @@ pub fn process(img: &Rgb, cfg: &Qwen2VlConfig, backend: Backend) -> Result<Proce
     let row_len = 3 * tp * p * p;
     let frame = p * p;
     let rows = (gh / m) * (gw / m) * m * m;
-    let mut pv: Vec<f32> = Vec::with_capacity(rows * row_len);
+    pv.reserve_exact(rows * row_len);
     let mut out = pv.spare_capacity_mut()[..rows * row_len].chunks_exact_mut(frame * tp);
     for bh in 0..gh / m {
         for bw in 0..gw / m {
@@ -279,16 +326,15 @@ pub fn process(img: &Rgb, cfg: &Qwen2VlConfig, backend: Backend) -> Result<Proce
             }
         }
     }
-    // SAFETY: the loops above wrote all `rows * row_len` elements reserved: `rows` patches of
-    // 3 channels (`row_len` is `3 * tp * frame`), each `tp` frames of `frame` values, the first
-    // frame element by element and the others copied from it.
-    unsafe { pv.set_len(rows * row_len) };
-    Ok(Processed {
-        pixel_values: pv,
+    // SAFETY: the loops above wrote the `rows * row_len` elements reserved past the length:
+    // `rows` patches of 3 channels (`row_len` is `3 * tp * frame`), each `tp` frames of
+    // `frame` values, the first frame element by element and the others copied from it.
+    unsafe { pv.set_len(pv.len() + rows * row_len) };
+    Appended {
+        rows,
         row_len,
         grid_thw: [1, gh as i64, gw as i64],
-        resized,
-    })
+    }
 }
 
 /// The normalised float32 value of byte `v` in channel `c`.
@@ -330,6 +376,30 @@ mod tests {
             smart_resize(0, 5, f, mn, mx),
             Err(VisionError::Shape(_))
         ));
+    }
+
+    #[test]
+    fn process_into_appends_what_process_returns() {
+        let img = |w: usize, h: usize, seed: usize| {
+            let data = (0..w * h * 3).map(|i| (i * 7 + seed * 31) as u8).collect();
+            Rgb::new(w, h, data).expect("rgb")
+        };
+        let cfg = Qwen2VlConfig::default();
+        for backend in [Backend::Torchvision, Backend::Pil] {
+            let (a, b) = (img(97, 203, 1), img(60, 45, 2));
+            let mut out = vec![7.0f32; 3];
+            let first = process_into(&a, &cfg, backend, &mut out).expect("a");
+            let second = process_into(&b, &cfg, backend, &mut out).expect("b");
+            let (pa, pb) = (
+                process(&a, &cfg, backend).expect("a"),
+                process(&b, &cfg, backend).expect("b"),
+            );
+            assert_eq!((first.rows, first.grid_thw), (pa.rows(), pa.grid_thw));
+            assert_eq!((second.rows, second.row_len), (pb.rows(), pb.row_len));
+            assert_eq!(first.tokens(2), pa.tokens(2));
+            let expect: Vec<f32> = [vec![7.0; 3], pa.pixel_values, pb.pixel_values].concat();
+            assert_eq!(out, expect, "{backend:?}");
+        }
     }
 
     #[test]

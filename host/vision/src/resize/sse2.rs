@@ -15,7 +15,7 @@ use super::Axis;
 use crate::Rgb;
 
 /// Two 16-bit weights in one 32-bit word, the first in the low half (`pmaddwd`'s order).
-pub(super) fn pair(w0: i32, w1: i32) -> i32 {
+fn pair(w0: i32, w1: i32) -> i32 {
     (w1 << 16) | (w0 & 0xffff)
 }
 
@@ -52,7 +52,8 @@ impl Plan {
             .iter()
             .map(|&(_, n)| n.div_ceil(2))
             .max()
-            .unwrap_or(1);
+            .unwrap_or(0)
+            .max(1);
         let mut packed = vec![0i32; axis.bounds.len() * pairs];
         for ((&(_, n), k), p) in axis
             .bounds
@@ -182,7 +183,7 @@ pub(super) fn put_pixel(out: &mut [u8], x: usize, px: [u8; 4]) {
 
 /// Sixteen bytes of `row` from `at`, zero past its end.
 #[target_feature(enable = "sse2")]
-pub(super) fn sixteen(row: &[u8], at: usize) -> __m128i {
+fn sixteen(row: &[u8], at: usize) -> __m128i {
     match row.get(at..at + 16) {
         // SAFETY: the slice holds the 16 bytes read; `loadu` has no alignment requirement.
         Some(b) => unsafe { _mm_loadu_si128(b.as_ptr().cast()) },
