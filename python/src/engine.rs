@@ -76,15 +76,25 @@ impl PyEngine {
         })
     }
 
-    /// The caller of the episode a request belongs to (rid `<episode>-<n>`), else the only one
-    /// registered.
-    fn caller(&self, rid: &str) -> Option<Arc<Caller>> {
-        let m = self.callers.lock().ok()?;
-        let episode = rid.rsplit_once('-').map(|(e, _)| e).unwrap_or(rid);
-        m.get(episode)
-            .or_else(|| m.get(rid))
-            .or_else(|| m.values().next())
-            .cloned()
+    /// The caller of the episode that made a request: the episode the host stamped on it,
+    /// never the guest's `rid` (a workflow that forged another episode's rid would be answered
+    /// by that episode's engine), and no other episode's engine as a fallback.
+    fn caller(&self, request: &GenerateRequest) -> Result<Arc<Caller>, EngineError> {
+        let Some(origin) = &request.origin else {
+            return Err(unavailable(
+                "a request from outside an episode; the Python engine answers only episodes".into(),
+            ));
+        };
+        let m = self
+            .callers
+            .lock()
+            .map_err(|_| unavailable("engine registry poisoned".into()))?;
+        m.get(&origin.episode).cloned().ok_or_else(|| {
+            unavailable(format!(
+                "no engine for episode `{}`: it ended or was cancelled",
+                origin.episode
+            ))
+        })
     }
 }
 
@@ -102,9 +112,7 @@ impl InferenceBackend for PyEngine {
     }
 
     async fn generate(&self, request: GenerateRequest) -> Result<GenerateResponse, EngineError> {
-        let caller = self
-            .caller(&request.rid)
-            .ok_or_else(|| unavailable("no engine for this episode".into()))?;
+        let caller = self.caller(&request)?;
         let future = Python::attach(|py| -> PyResult<_> {
             let s = &request.sampling;
             let d = PyDict::new(py);

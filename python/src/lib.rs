@@ -89,6 +89,36 @@ fn registrations(
     Ok(out)
 }
 
+/// The keys `limits=` takes: one per `rollbox run`/`rollout` limit flag (`--max-memory` is
+/// `memory` or `max_memory`). A fuel budget turns fuel metering on.
+const LIMIT_KEYS: [&str; 12] = [
+    "timeout",
+    "memory",
+    "max_memory",
+    "fuel",
+    "max_boundary_bytes",
+    "max_handles",
+    "max_tensor_bytes",
+    "max_generate_calls",
+    "max_episode_tokens",
+    "max_output_bytes",
+    "max_tokenizer_bytes",
+    "max_host_memory",
+];
+
+/// `limits={"max_host_memory": "8GiB"}`: the host-wide memory budget (`--max-host-memory`),
+/// which is the process's, not one episode's.
+fn host_memory_limit(d: &Option<Bound<'_, PyDict>>) -> PyResult<Option<String>> {
+    match d
+        .as_ref()
+        .map(|d| d.get_item("max_host_memory"))
+        .transpose()?
+    {
+        Some(Some(v)) => Ok(Some(v.str()?.to_string())),
+        _ => Ok(None),
+    }
+}
+
 /// `limits={"timeout": "600s", "memory": "512MiB", "fuel": N, ...}` over the CLI's defaults.
 fn episode_limits(d: &Option<Bound<'_, PyDict>>) -> PyResult<Limits> {
     let mut args = rollbox::limits::LimitArgs::default();
@@ -102,9 +132,16 @@ fn episode_limits(d: &Option<Bound<'_, PyDict>>) -> PyResult<Limits> {
                 "fuel" => args.fuel = Some(v.extract()?),
                 "max_generate_calls" => args.max_generate_calls = Some(v.extract()?),
                 "max_tensor_bytes" => args.max_tensor_bytes = Some(s),
+                "max_boundary_bytes" => args.max_boundary_bytes = Some(s),
+                "max_handles" => args.max_handles = Some(v.extract()?),
+                "max_episode_tokens" => args.max_episode_tokens = Some(v.extract()?),
+                "max_output_bytes" => args.max_output_bytes = Some(s),
+                "max_tokenizer_bytes" => args.max_tokenizer_bytes = Some(s),
+                "max_host_memory" => {} // the host's budget: `host_memory_limit`
                 other => {
                     return Err(PyValueError::new_err(format!(
-                        "unknown limit `{other}`; use timeout, memory, fuel, max_generate_calls or max_tensor_bytes"
+                        "unknown limit `{other}`; use {}",
+                        LIMIT_KEYS.join(", ")
                     )));
                 }
             }
@@ -151,6 +188,7 @@ impl Host {
             rewards: registrations(&rewards, parse_registration)?,
             tools: registrations(&tools, parse_tool_registration)?,
             record: None,
+            max_host_memory: host_memory_limit(&limits)?,
         };
         let config_text = match config {
             None => "{}".to_string(),
@@ -174,7 +212,7 @@ impl Host {
             };
             let runtime = Runtime::new(
                 RuntimeConfig {
-                    fuel: args.wants_fuel(),
+                    fuel: limits.fuel.is_some() || args.wants_fuel(),
                     ..RuntimeConfig::default()
                 },
                 services,

@@ -168,3 +168,78 @@ def test_cancelling_the_task_stops_the_episode():
         assert out["rewards"].shape == (1,)
 
     asyncio.run(main())
+
+
+def test_fuel_limits_are_enforced_for_workflows_and_rewards():
+    # issue 31: limits={"fuel": N} and a reward's fuel=N end loops out of fuel, well before the
+    # 60 s timeouts (before, the workflow's budget was accepted and ignored).
+    import time
+
+    spin_workflow = GUESTS / "adv_loop.wasm"
+    spin_reward = GUESTS / "reward_spin.wasm"
+    h = rollbox.Host(str(spin_workflow), limits={"fuel": 10_000_000, "timeout": "60s"})
+    case = FIXTURE["cases"][0]
+
+    async def main(h, engine):
+        start = time.monotonic()
+        _, report = await h.arun_episode(case["row"], engine=engine, report=True)
+        return report, time.monotonic() - start
+
+    report, took = asyncio.run(main(h, StubEngine([])))
+    assert report["outcome"] == "out_of_fuel", report
+    assert took < 20, took
+    h = host(math={"path": str(spin_reward), "fuel": 10_000_000, "timeout": "60s", "retries": 0})
+    report, took = asyncio.run(main(h, StubEngine([case["samples"][0]["record"]])))
+    assert took < 20, took
+    assert "out of fuel" in json.dumps(report), report
+
+
+def test_every_limit_key_is_accepted_and_unknown_ones_are_named():
+    for key, value in [
+        ("timeout", "5s"),
+        ("memory", "64MiB"),
+        ("max_memory", "64MiB"),
+        ("fuel", 1000),
+        ("max_boundary_bytes", "1MiB"),
+        ("max_handles", 10),
+        ("max_tensor_bytes", "1MiB"),
+        ("max_generate_calls", 2),
+        ("max_episode_tokens", 100),
+        ("max_output_bytes", "1KiB"),
+        ("max_tokenizer_bytes", "4KiB"),
+        ("max_host_memory", "64GiB"),
+    ]:
+        rollbox.Host(str(RLVR), limits={key: value})
+    with pytest.raises(ValueError, match="unknown limit `colour`; use timeout, memory"):
+        rollbox.Host(str(RLVR), limits={"colour": 1})
+
+
+def test_a_forged_rid_is_answered_by_the_episodes_own_engine():
+    # issue 31: requests are routed by the episode the host knows made them. Episode B forges
+    # episode A's rid while A waits on its own engine; before, B's request went to A's engine.
+    h = rollbox.Host(str(GUESTS / "scripted.wasm"))
+
+    class Engine:
+        def __init__(self, delay):
+            self.delay, self.rids = delay, []
+
+        async def agenerate(self, req):
+            self.rids.append(req.rid)
+            await asyncio.sleep(self.delay)
+            return rollbox.ModelResponse(
+                input_tokens=list(req.input_ids), output_tokens=[7], output_logprobs=[-0.5],
+                output_versions=[0], stop_reason="stop")
+
+    async def main():
+        a_engine, b_engine = Engine(0.5), Engine(0)
+        a = asyncio.ensure_future(h.arun_episode({"rewards": [1.0]}, engine=a_engine))
+        while not a_engine.rids:
+            await asyncio.sleep(0.01)
+        forged = a_engine.rids[0]
+        b = await h.arun_episode({"rewards": [2.0], "rid": forged}, engine=b_engine)
+        a = await a
+        assert b_engine.rids == [forged], "B's own engine answered B"
+        assert a_engine.rids == [forged], "A's engine answered only A"
+        assert float(a["rewards"][0]) == 1.0 and float(b["rewards"][0]) == 2.0
+
+    asyncio.run(main())

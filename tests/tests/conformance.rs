@@ -98,6 +98,7 @@ async fn every_language_gives_areals_rlvr_tensors() {
                         &workflow,
                         EpisodeRequest {
                             config: config.clone().into(),
+                            sample_index: i as u32,
                             ..EpisodeRequest::new(format!("r0-s{i}"), case["row"].clone())
                         },
                         Arc::new(Limits::default()),

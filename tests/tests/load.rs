@@ -378,3 +378,38 @@ fn looping_start_component() -> Vec<u8> {
     .expect("valid WAT");
     rollbox_tests::component_from_core(module, "tool").expect("a tool component")
 }
+
+/// The isolation canary (issue 31): on the default pool (dirty-page scan on, as on CI's
+/// kernel, and off) and on the snapshot pool, the writer sees its secret in every place (the
+/// check can fail) and the next instance of the slot sees none of it, run after run.
+#[test]
+fn reused_pool_slots_keep_nothing_of_the_previous_instance() {
+    use rollbox_runtime::CANARY_PLACES;
+    for scan in [true, false] {
+        let rt = Runtime::new(
+            RuntimeConfig {
+                cache_dir: None,
+                max_instances: 8,
+                pagemap_scan: scan,
+                ..RuntimeConfig::default()
+            },
+            Services::new(),
+        )
+        .expect("runtime");
+        assert!(rt.is_pooled(), "the pooling allocator is available here");
+        assert_eq!(
+            rt.pagemap_scan(),
+            scan,
+            "the start-up canary kept the configured reset"
+        );
+        for _ in 0..3 {
+            let reports = rt.isolation_canary();
+            assert_eq!(reports.len(), 2, "default and snapshot pools");
+            for (pool, r) in reports {
+                let r = r.unwrap_or_else(|e| panic!("{pool}: {e:#}"));
+                assert_eq!(r.seen_by_writer, CANARY_PLACES, "{pool}");
+                assert_eq!(r.leaked, 0, "{pool}: a reused slot leaked");
+            }
+        }
+    }
+}

@@ -441,3 +441,71 @@ async fn workflow_metadata_is_written_with_each_trajectory() {
     let header: Vec<Value> = serde_json::from_str(&b.metadata["trajectories"]).expect("JSON");
     assert_eq!(header, l, "the header holds the same lines");
 }
+
+/// Forwards to a backend after a delay that varies per request, so requests reach it in an
+/// order unrelated to their samples'.
+struct Shuffled(Arc<dyn InferenceBackend>);
+
+#[async_trait::async_trait]
+impl InferenceBackend for Shuffled {
+    fn name(&self) -> &'static str {
+        "shuffled"
+    }
+
+    async fn generate(
+        &self,
+        request: rollbox_engines::GenerateRequest,
+    ) -> Result<rollbox_engines::GenerateResponse, rollbox_engines::EngineError> {
+        let key = request
+            .origin
+            .as_ref()
+            .map_or(0, |o| o.episode.bytes().map(u64::from).sum::<u64>());
+        tokio::time::sleep(Duration::from_millis(key * 7 % 13)).await;
+        self.0.generate(request).await
+    }
+}
+
+/// Replay reproduces per sample (issue 31): each sample of a group gets the answer recorded
+/// for it whatever order the requests arrive in, so 32 episodes in flight give the batch that
+/// one at a time gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_gives_each_sample_its_answer_at_any_concurrency() {
+    let answers: String = (1..=4)
+        .map(|n| {
+            json!({"input_ids": [1, 2, 3], "output_tokens": vec![7; n], "output_logprobs": vec![-0.5; n]})
+                .to_string()
+                + "\n"
+        })
+        .collect();
+    let replay: Arc<dyn InferenceBackend> = Arc::new(
+        rollbox_engines::replay::ReplayBackend::from_jsonl_str(&answers).expect("answers"),
+    );
+    let rows: String = (0..8)
+        .map(|_| json!({"rewards": [0, 1, 0, 1]}).to_string() + "\n")
+        .collect();
+    let mut runs = Vec::new();
+    for max_concurrent in [1, 32] {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let options = RolloutOptions {
+            n_samples: 4,
+            max_concurrent,
+            batch_size: 8,
+            ..RolloutOptions::default()
+        };
+        let backend = Arc::new(Shuffled(replay.clone()));
+        let s = roll(&rows, options, tmp.path(), backend).await;
+        assert_eq!(s.episodes.get("accepted"), Some(&32));
+        let mut got: Vec<(u64, u64, u64)> = lines(tmp.path())
+            .iter()
+            .map(|l| {
+                let n = |k: &str| l[k].as_u64().expect(k);
+                (n("row"), n("sample"), n("completion_tokens"))
+            })
+            .collect();
+        got.sort();
+        runs.push(got);
+    }
+    assert_eq!(runs[0], runs[1]);
+    // Sample s got recording s (s + 1 tokens), in every row.
+    assert!(runs[0].iter().all(|&(_, s, n)| n == s + 1), "{:?}", runs[0]);
+}

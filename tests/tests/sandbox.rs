@@ -179,6 +179,45 @@ async fn infinite_loop_runs_out_of_fuel() {
     assert_serves_next(&rt).await;
 }
 
+/// A fuel budget on a runtime built without fuel metering is refused, never ignored: the
+/// episode fails at once (`unenforceable`, naming the fix) and a fuel registration is an error.
+#[tokio::test]
+async fn fuel_on_an_unmetered_runtime_is_refused_not_ignored() {
+    let rt = runtime();
+    let w = load(&rt, c::ADV_LOOP);
+    let start = Instant::now();
+    let r = run(
+        &rt,
+        &w,
+        json!({}),
+        Limits {
+            fuel: Some(5_000_000),
+            timeout: Duration::from_secs(30),
+            ..Limits::default()
+        },
+    )
+    .await;
+    assert!(start.elapsed() < Duration::from_secs(5));
+    match fault(&r) {
+        GuestFault::Unenforceable { message } => {
+            assert!(message.contains("fuel: true"), "{message}")
+        }
+        other => panic!("expected unenforceable, got {other:?}"),
+    }
+    let policy = rollbox_runtime::CallPolicy {
+        limits: Arc::new(Limits {
+            fuel: Some(1000),
+            ..Limits::untrusted_call()
+        }),
+        retries: 0,
+    };
+    let err = rt
+        .register_reward("spin", Path::new(c::REWARD_SPIN), policy)
+        .expect_err("a fuel registration on an unmetered runtime");
+    assert!(format!("{err:#}").contains("without fuel"), "{err:#}");
+    assert_serves_next(&rt).await;
+}
+
 #[tokio::test]
 async fn memory_bomb_hits_the_memory_limit() {
     let rt = runtime();

@@ -94,3 +94,85 @@ async fn without_a_tokenizer_calls_say_how_to_load_one() {
         other => panic!("expected failure, got {}", other.kind()),
     }
 }
+
+/// A runtime with the host tokenizer, fuel metering as given.
+fn tokenizer_runtime(fuel: bool) -> Runtime {
+    let tok = Arc::new(HostTokenizer::load(&model()).expect("tokenizer loads"));
+    Runtime::new(
+        RuntimeConfig {
+            cache_dir: Some(test_cache_dir()),
+            max_instances: 16,
+            fuel,
+            ..RuntimeConfig::default()
+        },
+        Services::new().with_tokenizer(tok),
+    )
+    .expect("runtime")
+}
+
+/// Host work is bounded and charged (issue 31): an encode over `max_tokenizer_input_bytes` is
+/// refused before it runs; a long encode under a short deadline ends the episode as `timeout`
+/// at its deadline; with fuel, the encode's CPU time is taken from the episode's fuel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokenizer_calls_are_capped_timed_and_charged_to_fuel() {
+    use rollbox_runtime::GuestFault;
+    use std::time::{Duration, Instant};
+    // Words of random letters: nothing for the tokenizer's word cache to reuse.
+    let text = |bytes: usize| {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        (0..bytes)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if i % 8 == 7 {
+                    ' '
+                } else {
+                    (b'a' + (x % 26) as u8) as char
+                }
+            })
+            .collect::<String>()
+    };
+    let run = |rt: Runtime, text: String, limits: Limits| async move {
+        let w = rt.load_workflow(Path::new(c::TOKENIZE)).expect("loads");
+        let data = json!({"text": text, "messages": [{"role": "user", "content": "hi"}]});
+        let start = Instant::now();
+        let r = rt
+            .run_episode(&w, EpisodeRequest::new("r0-s0", data), Arc::new(limits))
+            .await;
+        (r, start.elapsed())
+    };
+    // Over the per-call cap: refused at once with the flag to raise.
+    let (r, _) = run(tokenizer_runtime(false), text(2 << 20), Limits::default()).await;
+    let EpisodeOutcome::Failed(GuestFault::GuestError { message }) = &r.outcome else {
+        panic!("expected the guest's error, got {}", r.outcome.kind())
+    };
+    assert!(message.contains("LimitExceeded"), "{message}");
+    assert!(message.contains("--max-tokenizer-bytes"), "{message}");
+    // 16 MB under a 2 s deadline: the episode ends as a timeout within 2.2 s.
+    let limits = Limits {
+        timeout: Duration::from_secs(2),
+        max_tokenizer_input_bytes: 32 << 20,
+        ..Limits::default()
+    };
+    let (r, took) = run(tokenizer_runtime(false), text(16 << 20), limits).await;
+    assert_eq!(r.outcome.kind(), "timeout", "{:?}", r.outcome);
+    assert!(took <= Duration::from_millis(2200), "{took:?}");
+    // With fuel: 256 KiB of text takes hundreds of ms of host CPU, far more than 2 * 10^7
+    // units (20 ms at HOST_FUEL_PER_MS), which the same episode on a short text stays within.
+    let limits = Limits {
+        fuel: Some(20_000_000),
+        ..Limits::default()
+    };
+    let (small, _) = run(tokenizer_runtime(true), "hi".into(), limits.clone()).await;
+    assert_eq!(small.outcome.kind(), "accepted", "{}", small.stderr);
+    let (r, _) = run(tokenizer_runtime(true), text(256 << 10), limits).await;
+    assert_eq!(
+        r.outcome.kind(),
+        "out_of_fuel",
+        "host CPU {:?}, fuel {:?}",
+        r.host_cpu,
+        r.fuel_consumed
+    );
+    assert!(r.host_cpu > Duration::from_millis(1), "{:?}", r.host_cpu);
+}

@@ -562,3 +562,79 @@ world tool {
     .expect("wat");
     rollbox_tests::component_from_wit(module, wit, "tool").expect("a 0.1.0 tool component")
 }
+
+/// Fair shares (issue 31): one episode whose `call-many` floods the untrusted pool with tool
+/// calls that spin to their timeout does not starve other episodes' rewards (before, 15 of 15
+/// episodes beside such a flood lost their reward): 16 episodes scoring beside it each get
+/// theirs well within their 20 s deadline, and the flood's own calls are held to the episode's
+/// share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_flood_does_not_starve_rewards() {
+    use rollbox_runtime::{EpisodeOutcome, EpisodeRequest};
+    let rt = Arc::new(runtime());
+    let spin = CallPolicy {
+        limits: Arc::new(Limits {
+            timeout: Duration::from_secs(2),
+            ..Limits::untrusted_tool()
+        }),
+        retries: 0,
+    };
+    rt.register_tool("spin", Path::new(c::TOOL_SPIN), spin)
+        .expect("register spin");
+    rt.register_reward("faulty", Path::new(c::REWARD_FAULTY), CallPolicy::default())
+        .expect("register reward");
+    let caller = Arc::new(rt.load_workflow(Path::new(c::TOOL_CALLER)).expect("loads"));
+    let echo = Arc::new(
+        rt.load_workflow(Path::new(c::WORKFLOW_ECHO))
+            .expect("loads"),
+    );
+    let flood = {
+        let (rt, caller) = (rt.clone(), caller.clone());
+        tokio::spawn(async move {
+            let row = json!({"tool": "spin", "args": {}, "many": 64});
+            let limits = Limits {
+                timeout: Duration::from_secs(300),
+                ..Limits::default()
+            };
+            rt.run_episode(&caller, EpisodeRequest::new("flood", row), Arc::new(limits))
+                .await
+        })
+    };
+    // The flood's calls are queued or spinning before the others start.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let start = std::time::Instant::now();
+    let episodes: Vec<_> = (0..16)
+        .map(|i| {
+            let (rt, echo) = (rt.clone(), echo.clone());
+            tokio::spawn(async move {
+                let row = json!({"value": 0.75, "input_ids": [1, 2, 3]});
+                let request = EpisodeRequest {
+                    config: json!({"reward": "faulty"}).into(),
+                    ..EpisodeRequest::new(format!("r{i}-s0"), row)
+                };
+                let limits = Limits {
+                    timeout: Duration::from_secs(20),
+                    ..Limits::default()
+                };
+                rt.run_episode(&echo, request, Arc::new(limits)).await
+            })
+        })
+        .collect();
+    for e in episodes {
+        let r = e.await.expect("episode task");
+        assert!(
+            matches!(r.outcome, EpisodeOutcome::Accepted(_)),
+            "{}: {} after {:?} ({:?})",
+            r.id,
+            r.outcome.kind(),
+            start.elapsed(),
+            r.reward_calls
+        );
+        assert_eq!(r.reward_calls[0].value, Some(0.75), "{:?}", r.reward_calls);
+    }
+    assert!(
+        !flood.is_finished(),
+        "the flood is still running (64 x 2 s)"
+    );
+    flood.abort();
+}

@@ -133,8 +133,18 @@ async fn rlvr_produces_areal_layout_scored_by_the_sandboxed_reward() {
     );
     assert_eq!(r.reward_calls.len(), 1);
 
-    // The second recorded answer for the same prompt is wrong.
-    let r = run(&rt, c::WORKFLOW_RLVR, row(), json!({"reward": "math"})).await;
+    // The second recorded answer for the same prompt, sample 1's, is wrong.
+    let w = rt
+        .load_workflow(std::path::Path::new(c::WORKFLOW_RLVR))
+        .expect("loads");
+    let request = rollbox_runtime::EpisodeRequest {
+        config: json!({"reward": "math"}).into(),
+        sample_index: 1,
+        ..rollbox_runtime::EpisodeRequest::new("r0-s1", row())
+    };
+    let r = rt
+        .run_episode(&w, request, std::sync::Arc::new(Default::default()))
+        .await;
     assert_eq!(f32s(accepted(&r), "rewards"), vec![0.0]);
 
     // A short budget cuts the answer: stop reason `length`, `is_truncated` true.

@@ -32,6 +32,8 @@ pub struct LimitArgs {
     pub max_episode_tokens: Option<u64>,
     #[arg(long, value_name = "SIZE", help = help("Captured stdout and stderr bytes each per episode", size(D.max_stdout_bytes)))]
     pub max_output_bytes: Option<String>,
+    #[arg(long, value_name = "SIZE", help = help("Input bytes one tokenizer call takes (encode text, chat messages)", size(D.max_tokenizer_input_bytes)))]
+    pub max_tokenizer_bytes: Option<String>,
 }
 
 /// The defaults the help texts show.
@@ -76,6 +78,9 @@ impl LimitArgs {
             let n = parse_size(s).context("--max-output-bytes")?;
             l.max_stdout_bytes = n;
             l.max_stderr_bytes = n;
+        }
+        if let Some(s) = &self.max_tokenizer_bytes {
+            l.max_tokenizer_input_bytes = parse_size(s).context("--max-tokenizer-bytes")?;
         }
         l.validate().map_err(anyhow::Error::msg)?;
         Ok(l)
@@ -254,6 +259,88 @@ mod tests {
         );
         assert_eq!(b.policy.limits.timeout, Duration::from_secs(5));
         assert!(parse_registration("m=x.wasm,colour=red").is_err());
+    }
+
+    /// Every limit flag lands in the `Limits` field it names, changed from the default (the
+    /// runtime's tests enforce each field), so no flag is accepted and dropped on the way.
+    #[test]
+    fn every_limit_flag_changes_its_limit() {
+        type Set = fn(&mut LimitArgs);
+        type Get = fn(&Limits) -> String;
+        let table: [(&str, Set, Get); 10] = [
+            (
+                "max_memory",
+                |a| a.max_memory = Some("64MiB".into()),
+                |l| l.max_memory_bytes.to_string(),
+            ),
+            (
+                "timeout",
+                |a| a.timeout = Some("2s".into()),
+                |l| format!("{:?}", l.timeout),
+            ),
+            ("fuel", |a| a.fuel = Some(1000), |l| format!("{:?}", l.fuel)),
+            (
+                "max_boundary_bytes",
+                |a| a.max_boundary_bytes = Some("1MiB".into()),
+                |l| l.max_boundary_bytes.to_string(),
+            ),
+            (
+                "max_handles",
+                |a| a.max_handles = Some(7),
+                |l| l.max_handles.to_string(),
+            ),
+            (
+                "max_tensor_bytes",
+                |a| a.max_tensor_bytes = Some("1MiB".into()),
+                |l| l.max_tensor_bytes.to_string(),
+            ),
+            (
+                "max_generate_calls",
+                |a| a.max_generate_calls = Some(3),
+                |l| l.max_generate_calls.to_string(),
+            ),
+            (
+                "max_episode_tokens",
+                |a| a.max_episode_tokens = Some(9),
+                |l| l.max_generated_tokens.to_string(),
+            ),
+            (
+                "max_output_bytes",
+                |a| a.max_output_bytes = Some("1KiB".into()),
+                |l| format!("{} {}", l.max_stdout_bytes, l.max_stderr_bytes),
+            ),
+            (
+                "max_tokenizer_bytes",
+                |a| a.max_tokenizer_bytes = Some("4KiB".into()),
+                |l| l.max_tokenizer_input_bytes.to_string(),
+            ),
+        ];
+        for (name, set, get) in table {
+            let mut args = LimitArgs::default();
+            set(&mut args);
+            let l = args.to_limits().expect(name);
+            assert_ne!(get(&l), get(&Limits::default()), "--{name} changed nothing");
+        }
+        // Registrations: each option changes its own setting.
+        let d = parse_registration("m=x.wasm").expect("defaults");
+        type Changed = fn(&Registration) -> bool;
+        let options: [(&str, Changed); 4] = [
+            ("timeout=2s", |r: &Registration| {
+                r.policy.limits.timeout != Duration::from_secs(15)
+            }),
+            ("retries=0", |r: &Registration| r.policy.retries != 3),
+            ("memory=64MiB", |r: &Registration| {
+                r.policy.limits.max_memory_bytes != 256 << 20
+            }),
+            ("fuel=1000", |r: &Registration| {
+                r.policy.limits.fuel.is_some()
+            }),
+        ];
+        for (opt, changed) in options {
+            assert!(!changed(&d));
+            let r = parse_registration(&format!("m=x.wasm,{opt}")).expect(opt);
+            assert!(changed(&r), "{opt} changed nothing");
+        }
     }
 
     #[test]

@@ -425,3 +425,65 @@ fn tool_agent_rollout_on_the_embedded_model_completes() {
         lines.lines().count()
     );
 }
+
+/// `rollout --fuel` and a reward's `fuel=N` are enforced (issue 31): a workflow that loops
+/// forever and a reward that loops forever both end out of fuel long before their 60 s
+/// timeouts, and the run completes.
+#[test]
+fn rollout_enforces_fuel_for_workflows_and_rewards() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dataset = tmp.path().join("rows.jsonl");
+    std::fs::write(
+        &dataset,
+        json!({"messages": [{"role": "user", "content": "What is 1 + 1?"}], "answer": "2"})
+            .to_string()
+            + "\n",
+    )
+    .expect("dataset");
+    let dataset = dataset.display().to_string();
+    let run = |name: &str, extra: &[&str]| -> Value {
+        let out = tmp.path().join(name).display().to_string();
+        let mut args = vec!["rollout", dataset.as_str(), "--out", &out, "--json"];
+        args.extend(["--n-samples", "2", "--timeout", "60s"]);
+        args.extend(extra);
+        let start = std::time::Instant::now();
+        let (ok, stdout, err) = rollbox(&args, tmp.path());
+        let took = start.elapsed();
+        assert!(ok, "{err}");
+        assert!(
+            took < std::time::Duration::from_secs(30),
+            "{name}: took {took:?}, the fuel limit was not enforced"
+        );
+        let mut stats: Value = serde_json::from_str(&stdout).expect("--json");
+        let dropped = std::fs::read_to_string(tmp.path().join(name).join("dropped-rows.jsonl"))
+            .unwrap_or_default();
+        stats["dropped_text"] = dropped.into();
+        stats
+    };
+    let stats = run(
+        "workflow",
+        &["--workflow", c::ADV_LOOP, "--fuel", "10000000"],
+    );
+    assert_eq!(stats["episodes"]["out_of_fuel"], 2, "{stats}");
+    let spin = format!(
+        "math={},fuel=10000000,timeout=60s,retries=0",
+        c::REWARD_SPIN
+    );
+    let stats = run(
+        "reward",
+        &[
+            "--workflow",
+            c::WORKFLOW_RLVR,
+            "--reward",
+            &spin,
+            "--config",
+            r#"{"reward": "math", "gconfig": {"greedy": true, "max_new_tokens": 2}}"#,
+        ],
+    );
+    assert!(
+        stats["dropped_text"]
+            .as_str()
+            .is_some_and(|t| t.contains("out of fuel")),
+        "{stats}"
+    );
+}

@@ -56,14 +56,10 @@ fn raw_exchange(addr: &str, request: &str) -> String {
 /// loads), metrics.
 #[test]
 fn serve_answers_episodes_version_health_and_metrics() {
-    use std::io::BufRead;
     let tmp = tempfile::tempdir().expect("tmp");
     let reward = format!("math={}", c::REWARD_MATH);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rollbox"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
+    let (mut child, addr) = start_serve(
+        &[
             "--workflow",
             c::WORKFLOW_RLVR,
             "--reward",
@@ -72,21 +68,9 @@ fn serve_answers_episodes_version_health_and_metrics() {
             "2",
             "--config",
             r#"{"reward": "math", "gconfig": {"greedy": true, "max_new_tokens": 4}}"#,
-        ])
-        .env("ROLLBOX_CACHE_DIR", tmp.path())
-        .env("CANDLE_NUM_THREADS", "1")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn serve");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("listening line");
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+        ],
+        tmp.path(),
+    );
     let result = std::panic::catch_unwind(|| {
         assert_eq!(http(&addr, "GET", "/healthz", ""), (200, b"ok".to_vec()));
         let (code, body) = http(&addr, "POST", "/v1/version", r#"{"version": 7}"#);
@@ -158,6 +142,74 @@ fn serve_answers_episodes_version_health_and_metrics() {
         let (code, body) = http(&addr, "POST", "/v1/episodes", &many);
         assert_eq!(code, 413, "{}", String::from_utf8_lossy(&body));
         assert!(String::from_utf8_lossy(&body).contains("at most 16384"));
+        assert_eq!(http(&addr, "GET", "/healthz", ""), (200, b"ok".to_vec()));
+    });
+    child.kill().expect("stop serve");
+    child.wait().expect("reaped");
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
+/// `rollbox serve --listen 127.0.0.1:0 ARGS...` started; returns it and the address it
+/// printed.
+fn start_serve(args: &[&str], cache: &std::path::Path) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rollbox"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("ROLLBOX_CACHE_DIR", cache)
+        .env("CANDLE_NUM_THREADS", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("listening line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    (child, addr)
+}
+
+/// `serve --fuel` is enforced (issue 31): a workflow that loops forever ends out of fuel in a
+/// moment, not at its 60 s timeout, and the server goes on serving.
+#[test]
+fn serve_enforces_fuel() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (mut child, addr) = start_serve(
+        &[
+            "--workflow",
+            c::ADV_LOOP,
+            "--engine",
+            "embedded",
+            "--fuel",
+            "10000000",
+            "--timeout",
+            "60s",
+            "--n-samples",
+            "2",
+        ],
+        tmp.path(),
+    );
+    let result = std::panic::catch_unwind(|| {
+        let start = std::time::Instant::now();
+        let rows = json!({"rows": [{"question": "1 + 1?", "answer": "2"}]});
+        let (_, body) = http(&addr, "POST", "/v1/episodes", &rows.to_string());
+        let took = start.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(20),
+            "answered after {took:?}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        let (code, body) = http(&addr, "GET", "/metrics", "");
+        assert_eq!(code, 200);
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("rollbox_episodes_total 2"), "{text}");
+        assert!(text.contains("rollbox_episodes_accepted_total 0"), "{text}");
         assert_eq!(http(&addr, "GET", "/healthz", ""), (200, b"ok".to_vec()));
     });
     child.kill().expect("stop serve");

@@ -57,7 +57,9 @@ pub mod testing;
 
 #[cfg(feature = "http")]
 pub use http::HttpOptions;
-pub use request::{GenerateRequest, GenerateResponse, SamplingParams, StopReason, add_stop_ids};
+pub use request::{
+    GenerateRequest, GenerateResponse, RequestOrigin, SamplingParams, StopReason, add_stop_ids,
+};
 pub use spec::{ENGINE_SPECS, Engine, EngineSpec};
 
 use async_trait::async_trait;

@@ -2,10 +2,18 @@
 //!
 //! File format: JSON Lines, one object per recorded response:
 //! `{"input_ids": [..], "output_tokens": [..], "output_logprobs": [..], "stop_reason": "stop"}`
-//! (`output_versions` optional). A request is answered by the recordings whose `input_ids`
-//! equal its prompt; several recordings for one prompt are served in turn (cycling), so a GRPO
-//! group of n samples gets n different recorded answers. The answer is cut to the request's
-//! `max_new_tokens` (stop reason then `length`), as a real engine would.
+//! (`output_versions` optional; `sample` and `repeat` as `--record` writes them). A request is
+//! answered by the recordings whose `input_ids` equal its prompt:
+//!
+//! * a request from an episode (its host-set [`RequestOrigin`]) gets the recording made for
+//!   the same sample and repeat (the n-th request of that episode with this prompt), else the
+//!   one at `(sample + repeat) % count` in file order. Either way the answer depends only on
+//!   (prompt, sample, repeat), so a replay at 64 episodes in flight gives the same batch as at
+//!   one, and a GRPO group of n samples gets n different recorded answers;
+//! * a request from outside an episode gets the prompt's recordings in turn (cycling).
+//!
+//! The answer is cut to the request's `max_new_tokens` (stop reason then `length`), as a real
+//! engine would.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -19,13 +27,20 @@ use crate::{EngineError, GenerateRequest, GenerateResponse, InferenceBackend, St
 #[derive(Deserialize)]
 struct Record {
     input_ids: Vec<u32>,
+    #[serde(default)]
+    sample: Option<u32>,
+    #[serde(default)]
+    repeat: Option<u32>,
     #[serde(flatten)]
     response: GenerateResponse,
 }
 
+/// One prompt's recordings: (sample, repeat) when recorded from an episode, the answer.
+type Recordings = Vec<(Option<(u32, u32)>, GenerateResponse)>;
+
 /// Serves recorded responses keyed by prompt token ids.
 pub struct ReplayBackend {
-    answers: HashMap<Vec<u32>, (Vec<GenerateResponse>, AtomicUsize)>,
+    answers: HashMap<Vec<u32>, (Recordings, AtomicUsize)>,
     served: Mutex<u64>,
 }
 
@@ -47,7 +62,7 @@ impl ReplayBackend {
 
     /// Parse replay records from JSON Lines text (blank lines ignored).
     pub fn from_jsonl_str(text: &str) -> Result<Self, EngineError> {
-        let mut answers: HashMap<Vec<u32>, (Vec<GenerateResponse>, AtomicUsize)> = HashMap::new();
+        let mut answers: HashMap<Vec<u32>, (Recordings, AtomicUsize)> = HashMap::new();
         for (index, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
@@ -72,7 +87,7 @@ impl ReplayBackend {
                 .entry(record.input_ids)
                 .or_insert_with(|| (Vec::new(), AtomicUsize::new(0)))
                 .0
-                .push(record.response);
+                .push((record.sample.zip(record.repeat), record.response));
         }
         Ok(ReplayBackend {
             answers,
@@ -108,8 +123,14 @@ impl InferenceBackend for ReplayBackend {
                 ),
             });
         };
-        let index = next.fetch_add(1, Ordering::Relaxed) % responses.len();
-        let mut response = responses[index].clone();
+        let index = match &request.origin {
+            Some(o) => responses
+                .iter()
+                .position(|(tag, _)| *tag == Some((o.sample, o.repeat)))
+                .unwrap_or((o.sample as usize + o.repeat as usize) % responses.len()),
+            None => next.fetch_add(1, Ordering::Relaxed) % responses.len(),
+        };
+        let mut response = responses[index].1.clone();
         let max = request.sampling.max_new_tokens as usize;
         if response.output_tokens.len() > max {
             response.output_tokens.truncate(max);
@@ -162,10 +183,15 @@ impl InferenceBackend for RecordingBackend {
 
     async fn generate(&self, request: GenerateRequest) -> Result<GenerateResponse, EngineError> {
         let input_ids = request.input_ids.clone();
+        let origin = request.origin.clone();
         let response = self.inner.generate(request).await?;
         let mut line = serde_json::to_value(&response).unwrap_or_default();
         if let Some(o) = line.as_object_mut() {
             o.insert("input_ids".into(), serde_json::json!(input_ids));
+            if let Some(origin) = origin {
+                o.insert("sample".into(), origin.sample.into());
+                o.insert("repeat".into(), origin.repeat.into());
+            }
         }
         let text = line.to_string() + "\n";
         if let Ok(mut f) = self.file.lock() {
@@ -214,6 +240,7 @@ mod record_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::RequestOrigin;
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread()
@@ -240,6 +267,43 @@ mod tests {
         assert_eq!(c.stop_reason, StopReason::Length);
         assert_eq!(d.output_tokens, vec![1, 2, 3]);
         assert_eq!(b.served(), 3);
+    }
+
+    fn from(sample: u32, repeat: u32) -> GenerateRequest {
+        GenerateRequest {
+            origin: Some(RequestOrigin {
+                episode: format!("r0-s{sample}"),
+                sample,
+                repeat,
+            }),
+            ..GenerateRequest::new(vec![5])
+        }
+    }
+
+    /// The answer depends on (prompt, sample, repeat), not on arrival order (issue 31): any
+    /// interleaving of a group's requests gets the same answers.
+    #[test]
+    fn episode_requests_get_their_samples_answer_in_any_order() {
+        let b = ReplayBackend::from_jsonl_str(TWO).expect("parse");
+        let tokens = |r: GenerateRequest| block_on(b.generate(r)).expect("answer").output_tokens;
+        assert_eq!(tokens(from(1, 0)), vec![9]);
+        assert_eq!(tokens(from(1, 0)), vec![9]);
+        assert_eq!(tokens(from(0, 0)), vec![1, 2, 3]);
+        assert_eq!(
+            tokens(from(0, 1)),
+            vec![9],
+            "the second request of sample 0"
+        );
+        // Tagged recordings (as --record writes them) are matched by their tags.
+        let tagged = concat!(
+            r#"{"input_ids":[5],"sample":1,"repeat":0,"output_tokens":[4],"output_logprobs":[-1]}"#,
+            "\n",
+            r#"{"input_ids":[5],"sample":0,"repeat":0,"output_tokens":[6],"output_logprobs":[-1]}"#,
+        );
+        let b = ReplayBackend::from_jsonl_str(tagged).expect("parse");
+        let tokens = |r: GenerateRequest| block_on(b.generate(r)).expect("answer").output_tokens;
+        assert_eq!(tokens(from(0, 0)), vec![6]);
+        assert_eq!(tokens(from(1, 0)), vec![4]);
     }
 
     #[test]

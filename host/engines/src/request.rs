@@ -92,6 +92,23 @@ pub struct GenerateRequest {
     /// `/v1/chat/completions` (the `openai` backend). `None` for token-id prompts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat_messages: Option<serde_json::Value>,
+    /// Who made the request, as the host knows it; `None` outside an episode. Never taken
+    /// from the guest (whose `rid` is only a routing hint for the engine's cache).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<RequestOrigin>,
+}
+
+/// The episode a request came from, set by the host: backends answer by it (the Python
+/// bridge uses that episode's engine object and no other; `replay` gives each sample the
+/// answer it had when recorded, whatever the concurrency).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RequestOrigin {
+    /// The episode id (`r<row>-s<sample>` in a rollout).
+    pub episode: String,
+    /// The episode's sample index in its group.
+    pub sample: u32,
+    /// How many earlier requests of the same episode had the same prompt (0 for the first).
+    pub repeat: u32,
 }
 
 impl GenerateRequest {
@@ -103,6 +120,7 @@ impl GenerateRequest {
             sampling: SamplingParams::default(),
             image_data: Vec::new(),
             chat_messages: None,
+            origin: None,
         }
     }
 }

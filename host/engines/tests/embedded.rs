@@ -398,3 +398,71 @@ async fn abandoned_requests_stop_decoding() {
         .expect("next request");
     assert_eq!(r.output_tokens.len(), 4);
 }
+
+/// Requests admitted in one round whose callers give up while that round's prefills run are
+/// skipped, not prefilled for nobody (issue 31: after 64 abandoned requests the next small
+/// episodes waited ~26 s). Timed against one prefill measured in the same run.
+#[tokio::test]
+async fn abandoned_requests_admitted_together_are_not_prefilled() {
+    use std::time::{Duration, Instant};
+    one_thread();
+    let engine = std::sync::Arc::new(
+        EmbeddedBackend::load(EmbeddedOptions {
+            model: default_model_path(),
+            max_batch: 64,
+            ..EmbeddedOptions::default()
+        })
+        .expect("the default model (run scripts/fetch-model.sh)"),
+    );
+    // Distinct 96-token prompts (a shared prompt would be prefilled once).
+    let req = |i: u32, max_new_tokens: u32| GenerateRequest {
+        input_ids: (0..96u32).map(|k| 1 + (k * 31 + i * 7) % 4000).collect(),
+        sampling: SamplingParams {
+            max_new_tokens,
+            ignore_eos: true,
+            greedy: true,
+            ..SamplingParams::default()
+        },
+        ..GenerateRequest::new(Vec::new())
+    };
+    let t = Instant::now();
+    engine.generate(req(1000, 1)).await.expect("one prefill");
+    let one = t.elapsed();
+    // A request keeps the engine busy while 32 more queue, so the next round admits them all.
+    let busy = {
+        let e = engine.clone();
+        tokio::spawn(async move { e.generate(req(1001, 2)).await })
+    };
+    let wait = |n: usize| {
+        let e = engine.clone();
+        async move {
+            let start = Instant::now();
+            while e.sequences() < n {
+                assert!(start.elapsed() < Duration::from_secs(120), "never started");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    };
+    wait(1).await;
+    let tasks: Vec<_> = (0..32)
+        .map(|i| {
+            let e = engine.clone();
+            tokio::spawn(async move { e.generate(req(i, 600)).await })
+        })
+        .collect();
+    wait(2).await;
+    for t in &tasks {
+        t.abort();
+    }
+    let t = Instant::now();
+    engine.generate(req(2000, 1)).await.expect("next request");
+    let waited = t.elapsed();
+    busy.await.expect("task").expect("busy request");
+    eprintln!("one prefill {one:?}; the next request after 32 abandoned ones waited {waited:?}");
+    // Skipping them costs the prefill under way and this request's own; prefilling all of the
+    // round would cost up to 32.
+    assert!(
+        waited < one * 6 + Duration::from_secs(2),
+        "the next request waited {waited:?} (one prefill {one:?})"
+    );
+}

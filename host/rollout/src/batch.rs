@@ -3,7 +3,9 @@
 //! the [`BatchSink`], and written off the async workers one batch at a time, in order.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use rollbox_runtime::Reservation;
 use rollbox_tensor::{HostTensor, TensorError};
 
 use crate::group::DropReason;
@@ -22,6 +24,9 @@ pub(crate) struct Kept {
     pub(crate) lines: Vec<String>,
     pub(crate) raw_rewards: Vec<f32>,
     pub(crate) truncated: Vec<bool>,
+    /// The episode's share of the host memory budget: held until its batch is written (the
+    /// batch, a padded copy of these tensors, is about as large).
+    pub(crate) memory: Arc<Reservation>,
 }
 
 /// A kept group: its dataset row and episodes.
@@ -38,6 +43,8 @@ struct BatchAccount {
 struct Writing {
     handle: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     account: BatchAccount,
+    /// Its episodes' shares of the host memory budget, given back once it is written.
+    _memory: Vec<Arc<Reservation>>,
 }
 
 /// Writes batches in order, one in flight at a time.
@@ -78,6 +85,10 @@ impl Writer {
                         // The writes and fsyncs block: tokio's blocking pool runs them.
                         handle: job.map(tokio::task::spawn_blocking),
                         account,
+                        _memory: part
+                            .iter()
+                            .flat_map(|(_, k)| k.iter().map(|k| k.memory.clone()))
+                            .collect(),
                     });
                 }
                 Err(e) if part.len() > 1 => {

@@ -306,6 +306,7 @@ impl Rollout {
                 lines,
                 raw_rewards: s.raw,
                 truncated,
+                memory: t.memory.clone(),
             });
         }
         Ok(out)

@@ -327,6 +327,7 @@ mod tests {
         Trajectory {
             tensors,
             metadata_json: JsonText::from(&serde_json::json!({})),
+            memory: Default::default(),
         }
     }
 
@@ -380,6 +381,7 @@ mod tests {
                 ),
             ],
             metadata_json: a.metadata_json.clone(),
+            memory: Default::default(),
         };
         assert_eq!(
             judge(&[(0, &retyped)], &mut schema, &policy),

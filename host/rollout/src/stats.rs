@@ -75,6 +75,12 @@ pub struct Stats {
     pub reward_ms_per_episode: f64,
     /// Reward calls that timed out.
     pub reward_timeouts: usize,
+    /// The host-wide memory budget (`--max-host-memory`), bytes.
+    pub host_memory_budget_bytes: usize,
+    /// The most bytes reserved from it at once since the process started.
+    pub host_memory_peak_bytes: usize,
+    /// Reservations it refused since the process started (episodes or calls refused memory).
+    pub host_memory_refusals: usize,
 }
 
 /// Bad lines kept in `stats.json` at most; `bad_rows_total` counts them all.
@@ -135,6 +141,10 @@ impl Tally {
         if tally.reward_ms.1 > 0 {
             s.reward_ms_per_episode = tally.reward_ms.0 / tally.reward_ms.1 as f64;
         }
+        let host = rollbox_runtime::host_memory();
+        s.host_memory_budget_bytes = host.limit();
+        s.host_memory_peak_bytes = host.peak();
+        s.host_memory_refusals = host.refusals();
         s
     }
 }

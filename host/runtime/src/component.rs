@@ -172,6 +172,8 @@ impl Runtime {
             .limits
             .validate()
             .map_err(|e| anyhow::anyhow!("{what} `{name}`: {e}"))?;
+        self.check_enforceable(&policy.limits)
+            .map_err(|e| anyhow::anyhow!("{what} `{name}`: {e}"))?;
         Ok(crate::Registered {
             component: load()?,
             policy,

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rollbox_engines::{
-    EngineError, GenerateRequest, InferenceBackend, SamplingParams, StopReason, add_stop_ids,
+    EngineError, GenerateRequest, InferenceBackend, RequestOrigin, SamplingParams, StopReason,
+    add_stop_ids,
 };
 use tokio::task::JoinSet;
 
@@ -105,6 +106,7 @@ impl EpisodeCtx {
             req.rid
         };
         let sampling = sampling(g, max_new, stop_token_ids);
+        let origin = self.origin(&req.input_ids);
         Ok(Ok(Prepared {
             backend,
             request: GenerateRequest {
@@ -113,9 +115,27 @@ impl EpisodeCtx {
                 sampling,
                 image_data: req.image_data,
                 chat_messages,
+                origin: Some(origin),
             },
             version: self.services.version(),
         }))
+    }
+
+    /// Who makes a request for `prompt`: this episode, its sample, and how many of its earlier
+    /// requests had the same prompt (counted per prompt hash; at most one entry per generate
+    /// call, so bounded by `max_generate_calls`).
+    fn origin(&mut self, prompt: &[u32]) -> RequestOrigin {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        prompt.hash(&mut h);
+        let seen = self.prompt_repeats.entry(h.finish()).or_insert(0);
+        let repeat = *seen;
+        *seen += 1;
+        RequestOrigin {
+            episode: self.id.clone(),
+            sample: self.sample_index,
+            repeat,
+        }
     }
 
     /// Settle a request's reservation of `reserved` tokens against what the backend produced

@@ -9,6 +9,7 @@ use rollbox_tensor::{HostTensor, TensorData};
 use serde::Serialize;
 
 use crate::bindings::episode::{EpisodeInput, EpisodeOutput};
+use crate::budget::{ADMISSION_WAIT, Reservation, host_memory};
 use crate::component::WorkflowComponent;
 use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
 use crate::limits::Limits;
@@ -94,6 +95,9 @@ pub struct Trajectory {
     /// The workflow's metadata object as the JSON text it returned (checked to be an object;
     /// kept as text, since most runs only write or forward it).
     pub metadata_json: JsonText,
+    /// The episode's share of the host-wide memory budget for these tensors, given back when
+    /// the last clone of the trajectory is dropped (after its batch is written).
+    pub memory: Arc<Reservation>,
 }
 
 impl Trajectory {
@@ -188,6 +192,9 @@ pub struct EpisodeReport {
     pub fuel_consumed: Option<u64>,
     /// Wall time of the whole episode.
     pub wall: Duration,
+    /// CPU time of host work done for it (tokenizer calls, image processing), which counts
+    /// toward its fuel when metered (`HOST_FUEL_PER_MS`).
+    pub host_cpu: Duration,
     /// Reward calls made, in order, with their accounting.
     pub reward_calls: Vec<RewardRecord>,
 }
@@ -211,6 +218,28 @@ pub struct EpisodeSummary<'a> {
 }
 
 impl EpisodeReport {
+    /// The report of an episode refused before it ran (nothing captured, nothing spent).
+    fn refused(id: String, fault: GuestFault) -> EpisodeReport {
+        tracing::warn!(episode = %id, kind = fault.kind(), "episode refused: {fault}");
+        EpisodeReport {
+            id,
+            outcome: EpisodeOutcome::Failed(fault),
+            stdout: String::new(),
+            stderr: String::new(),
+            output_dropped_bytes: 0,
+            logs: Vec::new(),
+            stats: Vec::new(),
+            dropped_logs: 0,
+            generate_calls: 0,
+            generated_tokens: 0,
+            peak_memory_bytes: 0,
+            fuel_consumed: None,
+            wall: Duration::ZERO,
+            host_cpu: Duration::ZERO,
+            reward_calls: Vec::new(),
+        }
+    }
+
     /// A serialisable summary.
     pub fn summary(&self) -> EpisodeSummary<'_> {
         EpisodeSummary {
@@ -236,7 +265,13 @@ impl Runtime {
         request: EpisodeRequest,
         limits: Arc<Limits>,
     ) -> EpisodeReport {
-        // Wait for a pool slot first: the episode's deadline starts with its store.
+        if let Err(message) = self.check_enforceable(&limits) {
+            return EpisodeReport::refused(request.id, GuestFault::Unenforceable { message });
+        }
+        // While the host is above its memory high-water mark, new episodes wait (bounded) for
+        // the ones in flight to give memory back; then for a pool slot. The episode's deadline
+        // starts with its store.
+        host_memory().below_high_water(ADMISSION_WAIT).await;
         let _slot = self.episode_slots.take().await;
         let start = Instant::now();
         let mut store = new_store(
@@ -247,6 +282,7 @@ impl Runtime {
             limits,
             request.seed,
         );
+        store.data_mut().ctx.sample_index = request.sample_index;
         let input = EpisodeInput {
             episode_id: request.id.clone(),
             data: request.data.as_str().to_string(),
@@ -262,6 +298,15 @@ impl Runtime {
             })
         })
         .await;
+        // Host work charged after the guest's last epoch tick is settled now.
+        let result = result.and_then(|r| {
+            match crate::host_work::settle_host_fuel(&mut store, self.config.fuel) {
+                Ok(()) => Ok(r),
+                Err(_) => Err(GuestFault::OutOfFuel {
+                    fuel: store.data().ctx.limits.fuel.unwrap_or(u64::MAX),
+                }),
+            }
+        });
         let outcome = match result {
             Err(fault) => EpisodeOutcome::Failed(fault),
             Ok(Err(message)) => EpisodeOutcome::Failed(GuestFault::GuestError {
@@ -293,6 +338,7 @@ impl Runtime {
             peak_memory_bytes: peak,
             fuel_consumed: fuel,
             wall: start.elapsed(),
+            host_cpu: ctx.host_cpu,
             reward_calls: ctx.reward_calls,
         };
         if let EpisodeOutcome::Failed(f) = &report.outcome {
@@ -339,9 +385,11 @@ fn take_output(
         message: e.to_string(),
     })?;
     let metadata_json = check_metadata(output.metadata)?;
+    let memory = Arc::new(std::mem::take(&mut store.data_mut().ctx.memory));
     Ok(Trajectory {
         tensors,
         metadata_json,
+        memory,
     })
 }
 
@@ -434,6 +482,7 @@ mod tests {
         let value = Trajectory {
             tensors: Vec::new(),
             metadata_json: check_metadata(r#"{"k": "v"}"#.into()).expect("object"),
+            memory: Default::default(),
         }
         .metadata();
         assert_eq!(value["k"], "v");

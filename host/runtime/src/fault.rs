@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 use wasmtime::Trap;
 
-use crate::state::{LimitTrap, MemoryLimitExceeded};
+use crate::state::{HostMemoryExhausted, LimitTrap, MemoryLimitExceeded};
 
 /// Why a guest call failed.
 #[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
@@ -85,6 +85,14 @@ pub enum GuestFault {
         /// The underlying error.
         message: String,
     },
+    /// A limit was asked for that this runtime cannot enforce (a fuel budget on a runtime
+    /// built without fuel metering). Nothing ran: a limit is enforced or refused, never
+    /// silently ignored.
+    #[error("limit not enforceable: {message}")]
+    Unenforceable {
+        /// Which limit and how to build a runtime that enforces it.
+        message: String,
+    },
 }
 
 fn detail_suffix(message: &str) -> String {
@@ -111,6 +119,7 @@ impl GuestFault {
             GuestFault::InvalidOutput { .. } => "invalid_output",
             GuestFault::GuestError { .. } => "guest_error",
             GuestFault::Instantiate { .. } => "instantiate",
+            GuestFault::Unenforceable { .. } => "unenforceable",
         }
     }
 }
@@ -158,6 +167,11 @@ pub(crate) fn classify(err: &wasmtime::Error, cx: &FaultContext<'_>) -> GuestFau
     if let Some(l) = err.downcast_ref::<LimitTrap>() {
         return GuestFault::LimitExceeded {
             message: l.to_string(),
+        };
+    }
+    if let Some(h) = err.downcast_ref::<HostMemoryExhausted>() {
+        return GuestFault::LimitExceeded {
+            message: h.to_string(),
         };
     }
     if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {

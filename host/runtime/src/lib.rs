@@ -35,11 +35,14 @@
 //! ```
 
 mod bindings;
+mod budget;
 mod cache;
+mod canary;
 mod component;
 mod engine;
 mod episode;
 mod fault;
+mod host_work;
 mod limits;
 mod log;
 mod rewards;
@@ -55,6 +58,11 @@ mod untrusted;
 mod vision;
 mod world;
 
+pub use budget::{
+    ADMISSION_WAIT, DEFAULT_BUDGET_PERCENT, HIGH_WATER_PERCENT, HostMemory, Reservation,
+    TOKENIZER_BYTES_PER_INPUT_BYTE, default_budget, host_memory,
+};
+pub use canary::{CANARY_PLACES, CanaryReport};
 pub use component::{
     ComponentInfo, MAX_COMPONENT_FILE_BYTES, RewardComponent, ToolComponent, WorkflowComponent,
 };
@@ -64,11 +72,12 @@ pub use episode::{
     Trajectory,
 };
 pub use fault::GuestFault;
+pub use host_work::HOST_FUEL_PER_MS;
 pub use limits::{Limits, MAX_MEMORY_BYTES_CAP};
 pub use runtime::{
     DEFAULT_KEEP_RESIDENT_BYTES, EPOCH_TICK, Runtime, RuntimeConfig, default_cache_dir,
 };
-pub use services::Services;
+pub use services::{Services, reward_reserve, tool_calls_per_episode};
 pub use state::{LogLine, MAX_TABLE_ELEMENTS, RewardRecord};
 pub use tools::MAX_CALL_MANY_CALLS;
 pub use untrusted::{

@@ -48,6 +48,12 @@ pub struct Limits {
     pub max_log_lines: usize,
     /// Bytes per log line or stat key; longer ones are truncated. Default 4 KiB.
     pub max_log_line_bytes: usize,
+    /// Bytes of input one tokenizer call takes (text to encode, chat messages and their
+    /// options, 4 per id to decode); more is refused with `limit-exceeded`. Default 1 MiB
+    /// (`--max-tokenizer-bytes`; a 128k-token prompt is ~0.5 MiB). Guards the host's CPU: an
+    /// encode cannot be interrupted once started (~1.3 µs per byte here), so this bounds how
+    /// long one call can run past the episode's deadline.
+    pub max_tokenizer_input_bytes: usize,
 }
 
 impl Default for Limits {
@@ -71,6 +77,7 @@ impl Limits {
         max_stderr_bytes: 64 << 10,
         max_log_lines: 1000,
         max_log_line_bytes: 4 << 10,
+        max_tokenizer_input_bytes: 1 << 20,
     };
 
     /// Defaults for sandboxed reward and tool calls: 15 s, 256 MiB, 1 MiB across the boundary,
@@ -89,6 +96,7 @@ impl Limits {
             max_stderr_bytes: 16 << 10,
             max_log_lines: 100,
             max_log_line_bytes: 4 << 10,
+            max_tokenizer_input_bytes: 1 << 20,
         }
     }
 

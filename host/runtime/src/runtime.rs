@@ -11,6 +11,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use crate::bindings;
 use crate::cache::ComponentCache;
+use crate::canary::CanaryReport;
 use crate::limits::MAX_MEMORY_BYTES_CAP;
 use crate::services::Services;
 use crate::state::StoreState;
@@ -43,6 +44,11 @@ pub struct RuntimeConfig {
     /// per Python episode, but each pool slot once used keeps the whole heap (~10 MiB for
     /// componentize-py) resident. Default true; `ROLLBOX_SNAPSHOT_POOL=0` turns it off.
     pub snapshot_pool: bool,
+    /// Reset the default pool's slots by rewriting only the pages Linux `PAGEMAP_SCAN` reports
+    /// dirty (kernel >= 6.7). Default true; `ROLLBOX_PAGEMAP_SCAN=0` turns it off. Turned off
+    /// at start-up, with a warning, when the isolation canary (`canary`) finds a slot that
+    /// kept a previous instance's bytes.
+    pub pagemap_scan: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -57,6 +63,7 @@ impl Default for RuntimeConfig {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(DEFAULT_KEEP_RESIDENT_BYTES),
             snapshot_pool: std::env::var_os("ROLLBOX_SNAPSHOT_POOL").is_none_or(|v| v != "0"),
+            pagemap_scan: std::env::var_os("ROLLBOX_PAGEMAP_SCAN").is_none_or(|v| v != "0"),
         }
     }
 }
@@ -129,12 +136,26 @@ pub struct Runtime {
 
 impl Runtime {
     /// Build the engine (pooling when available), start the epoch ticker, link the worlds.
-    pub fn new(config: RuntimeConfig, services: Services) -> anyhow::Result<Self> {
-        let (engine, pooled) = build_engine(&config, PoolKind::Default)?;
+    pub fn new(mut config: RuntimeConfig, services: Services) -> anyhow::Result<Self> {
+        let (mut engine, mut pooled) = build_engine(&config, PoolKind::Default)?;
+        // The isolation canary on every pool before any guest runs: a pool whose reset left a
+        // previous instance's bytes in a slot is rebuilt without the mechanism at fault.
+        if pooled && !canary_passes(&engine, "default") {
+            if config.pagemap_scan {
+                tracing::warn!("turning the dirty-page scan (PAGEMAP_SCAN) off");
+                config.pagemap_scan = false;
+                (engine, pooled) = build_engine(&config, PoolKind::Default)?;
+            }
+            if pooled && !canary_passes(&engine, "default") {
+                tracing::warn!("turning the pooling allocator off");
+                config.pooling = false;
+                (engine, pooled) = build_engine(&config, PoolKind::Default)?;
+            }
+        }
         let default_pool = Pool::new(engine.clone())?;
         let snapshot_pool = if pooled && config.snapshot_pool {
             match build_engine(&config, PoolKind::Snapshot)? {
-                (engine, true) => Some(Pool::new(engine)?),
+                (engine, true) if canary_passes(&engine, "snapshot") => Some(Pool::new(engine)?),
                 _ => None,
             }
         } else {
@@ -166,6 +187,22 @@ impl Runtime {
         &self.services
     }
 
+    /// Run the isolation canary again on each pool: `(pool, report)` for `default` and, when
+    /// there is one, `snapshot`.
+    pub fn isolation_canary(&self) -> Vec<(&'static str, anyhow::Result<CanaryReport>)> {
+        let mut out = vec![("default", crate::canary::run(&self.default_pool.engine))];
+        if let Some(p) = &self.snapshot_pool {
+            out.push(("snapshot", crate::canary::run(&p.engine)));
+        }
+        out
+    }
+
+    /// Whether the default pool resets slots with the dirty-page scan (asked for, and not
+    /// turned off by the isolation canary).
+    pub fn pagemap_scan(&self) -> bool {
+        self.pooled && self.config.pagemap_scan
+    }
+
     /// Whether instances come from the pooling allocator.
     pub fn is_pooled(&self) -> bool {
         self.pooled
@@ -182,6 +219,21 @@ impl Runtime {
     /// Whether compiled code is instrumented for fuel.
     pub fn fuel_enabled(&self) -> bool {
         self.config.fuel
+    }
+
+    /// Whether this runtime can enforce every one of `limits`; the message names the limit
+    /// that it cannot and how to build a runtime that does. Episodes, reward and tool calls and
+    /// registrations with such limits are refused before anything runs, so an accepted limit
+    /// is never silently ignored.
+    pub fn check_enforceable(&self, limits: &crate::Limits) -> Result<(), String> {
+        match limits.fuel {
+            Some(fuel) if !self.config.fuel => Err(format!(
+                "a fuel budget of {fuel} was given, but this runtime was built without fuel \
+                 metering; build it with `RuntimeConfig {{ fuel: true, .. }}` whenever any \
+                 limit or registration sets fuel"
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The wasmtime engine.
@@ -251,9 +303,14 @@ fn build_engine(config: &RuntimeConfig, kind: PoolKind) -> anyhow::Result<(Engin
             // faults: p50 instantiate+call 28 µs -> 13 µs here. Without the ioctl ("auto"), the
             // keep-resident prefix is memset, so keep it at the size guests really touch.
             .table_keep_resident(1 << 20);
+        let scan = if config.pagemap_scan {
+            wasmtime::Enabled::Auto
+        } else {
+            wasmtime::Enabled::No
+        };
         match kind {
             PoolKind::Default => pool
-                .pagemap_scan(wasmtime::Enabled::Auto)
+                .pagemap_scan(scan)
                 .linear_memory_keep_resident(config.keep_resident_bytes),
             PoolKind::Snapshot => pool
                 .pagemap_scan(wasmtime::Enabled::No)
@@ -276,6 +333,28 @@ fn build_engine(config: &RuntimeConfig, kind: PoolKind) -> anyhow::Result<(Engin
         .map_err(anyhow::Error::from)
         .context("creating the wasmtime engine")?;
     Ok((engine, false))
+}
+
+/// Whether the isolation canary finds `engine`'s slots clean (logs why not).
+fn canary_passes(engine: &Engine, pool: &str) -> bool {
+    match crate::canary::run(engine) {
+        Ok(r) if r.leaked == 0 && r.seen_by_writer == crate::canary::CANARY_PLACES => true,
+        Ok(r) => {
+            tracing::warn!(
+                pool,
+                leaked = r.leaked,
+                seen_by_writer = r.seen_by_writer,
+                "isolation canary: a reused slot kept {} of {} places of the previous instance's memory",
+                r.leaked,
+                crate::canary::CANARY_PLACES
+            );
+            false
+        }
+        Err(e) => {
+            tracing::warn!(pool, "isolation canary could not run: {e:#}");
+            false
+        }
+    }
 }
 
 /// Advance the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.

@@ -32,8 +32,8 @@ pub(crate) const YIELD_TICKS: u32 = 5;
 pub(crate) type GuestFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
 /// A store with `limits` applied: memory limiter, hostcall fuel, handle cap, fuel, and an
-/// epoch callback that checks the deadline every tick, interrupts past it, and yields after
-/// [`YIELD_TICKS`] ticks of running.
+/// epoch callback that checks the deadline every tick, interrupts past it, charges host work
+/// to the fuel, and yields after [`YIELD_TICKS`] ticks of running.
 pub(crate) fn new_store(
     engine: &wasmtime::Engine,
     fuel_metering: bool,
@@ -52,12 +52,15 @@ pub(crate) fn new_store(
         let _ = store.set_fuel(limits.fuel.unwrap_or(u64::MAX));
     }
     let deadline = Instant::now() + limits.timeout;
+    store.data_mut().ctx.deadline = deadline;
     store.set_epoch_deadline(1);
     let mut ticks_running = 0;
-    store.epoch_deadline_callback(move |_| {
+    store.epoch_deadline_callback(move |mut cx| {
         if Instant::now() >= deadline {
             return Ok(UpdateDeadline::Interrupt);
         }
+        // Host work done for the guest since the last tick is taken from its fuel.
+        crate::host_work::settle_host_fuel(&mut cx, fuel_metering)?;
         ticks_running += 1;
         if ticks_running < YIELD_TICKS {
             return Ok(UpdateDeadline::Continue(1));

@@ -23,7 +23,30 @@ pub struct Services {
     tools: RwLock<BTreeMap<String, Arc<Registered<ToolComponent>>>>,
     untrusted_pool: Slots,
     untrusted_pool_size: usize,
+    /// Tool calls hold one of these as well as a pool slot, so they never hold the slots
+    /// reserved for rewards.
+    tool_share: Slots,
     device: rollbox_tensor::Device,
+}
+
+/// Slots of the untrusted-call pool that only reward calls may take: a flood of slow tool
+/// calls (one episode's `call-many`, or many agents at once) cannot starve every episode's
+/// reward (issue 31: 15 of 15 normal episodes lost their reward behind one flood).
+pub fn reward_reserve(pool: usize) -> usize {
+    (pool / 4).max(1)
+}
+
+/// Tool calls one episode may have in flight at once (the rest of its `call-many` queues
+/// behind them): half of what tools may hold of a pool of `pool` slots, at least one, so one
+/// agent cannot take the tools' whole share from the others.
+pub fn tool_calls_per_episode(pool: usize) -> usize {
+    (pool.saturating_sub(reward_reserve(pool)) / 2).max(1)
+}
+
+/// A slot of the untrusted-call pool, and for a tool call its slot of the tools' share.
+pub(crate) struct UntrustedSlot<'a> {
+    _pool: Slot<'a>,
+    _tool_share: Option<Slot<'a>>,
 }
 
 impl Default for Services {
@@ -36,9 +59,11 @@ impl Services {
     /// Services with no inference backend (generate calls return `unavailable`) and an
     /// untrusted-call pool of one slot per CPU core.
     pub fn new() -> Self {
+        // At least two slots, so that one can be reserved for rewards.
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
-            .unwrap_or(1);
+            .unwrap_or(1)
+            .max(2);
         Services {
             backend: None,
             tokenizer: None,
@@ -48,6 +73,7 @@ impl Services {
             tools: RwLock::new(BTreeMap::new()),
             untrusted_pool: Slots::new(cores),
             untrusted_pool_size: cores,
+            tool_share: Slots::new(cores - reward_reserve(cores)),
             device: rollbox_tensor::default_device(),
         }
     }
@@ -92,12 +118,15 @@ impl Services {
         self.tokenizer.as_ref()
     }
 
-    /// Size the pool that reward and tool calls run in (default: one slot per core). Calls
-    /// beyond it queue, so CPU-bound reward code cannot take every core from the host's I/O.
+    /// Size the pool that reward and tool calls run in (default: one slot per core, at least
+    /// two). Calls beyond it queue, so CPU-bound reward code cannot take every core from the
+    /// host's I/O. [`reward_reserve`] of its slots are for rewards only (none of a one-slot
+    /// pool).
     pub fn with_untrusted_pool(mut self, slots: usize) -> Self {
         let slots = slots.max(1);
         self.untrusted_pool = Slots::new(slots);
         self.untrusted_pool_size = slots;
+        self.tool_share = Slots::new(slots.saturating_sub(reward_reserve(slots)).max(1));
         self
     }
 
@@ -106,8 +135,21 @@ impl Services {
         self.untrusted_pool_size
     }
 
-    pub(crate) async fn untrusted_slot(&self) -> Slot<'_> {
-        self.untrusted_pool.take().await
+    /// A slot for one reward attempt.
+    pub(crate) async fn reward_slot(&self) -> UntrustedSlot<'_> {
+        UntrustedSlot {
+            _pool: self.untrusted_pool.take().await,
+            _tool_share: None,
+        }
+    }
+
+    /// A slot for one tool attempt: first one of the tools' share, then one of the pool.
+    pub(crate) async fn tool_slot(&self) -> UntrustedSlot<'_> {
+        let share = self.tool_share.take().await;
+        UntrustedSlot {
+            _pool: self.untrusted_pool.take().await,
+            _tool_share: Some(share),
+        }
     }
 
     /// The inference backend, if one is configured.

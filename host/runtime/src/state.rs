@@ -12,6 +12,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::budget::{Reservation, host_memory};
 use crate::limits::Limits;
 use crate::services::Services;
 
@@ -53,6 +54,7 @@ impl StoreState {
             .insecure_random_seed(u128::from(seed));
         let mut table = ResourceTable::new();
         table.set_max_capacity(limits.max_handles.saturating_add(16));
+        let deadline = std::time::Instant::now() + limits.timeout;
         StoreState {
             wasi: wasi.build(),
             table,
@@ -73,6 +75,13 @@ impl StoreState {
                 dropped_logs: 0,
                 rid_counter: 0,
                 reward_calls: Vec::new(),
+                sample_index: 0,
+                prompt_repeats: std::collections::HashMap::new(),
+                tool_calls: None,
+                deadline,
+                host_cpu: std::time::Duration::ZERO,
+                host_fuel_debt: 0,
+                memory: Reservation::default(),
             },
         }
     }
@@ -97,6 +106,22 @@ pub struct EpisodeCtx {
     pub(crate) dropped_logs: u64,
     pub(crate) rid_counter: u64,
     pub(crate) reward_calls: Vec<RewardRecord>,
+    /// The episode's sample index (stamped on its generate requests' origin).
+    pub(crate) sample_index: u32,
+    /// Generate requests made so far per prompt (by hash), for each request's origin.
+    pub(crate) prompt_repeats: std::collections::HashMap<u64, u32>,
+    /// The episode's tool calls in flight ([`crate::services::tool_calls_per_episode`]),
+    /// made on its first tool call.
+    pub(crate) tool_calls: Option<Arc<crate::slots::Slots>>,
+    /// When the episode's wall-clock limit ends (host work is not started past it).
+    pub(crate) deadline: std::time::Instant,
+    /// CPU time of host work done for the episode (`host_work`).
+    pub(crate) host_cpu: std::time::Duration,
+    /// Fuel charged for host work and not yet taken from the store.
+    pub(crate) host_fuel_debt: u64,
+    /// The host tensors' share of the host-wide memory budget (as cumulative as
+    /// `tensor_bytes`); an accepted episode's trajectory takes it over.
+    pub(crate) memory: Reservation,
 }
 
 /// One reward call made by the episode, with its accounting.
@@ -146,11 +171,18 @@ pub struct LogLine {
     pub message: String,
 }
 
-/// A `ResourceLimiter` capping each linear memory and recording the peak.
+/// A `ResourceLimiter` capping each linear memory, reserving what the memories grow to from
+/// the host-wide budget (`budget`), and recording the peak.
 pub struct MemoryLimiter {
     max_bytes: usize,
     peak_bytes: usize,
+    reserved: Reservation,
 }
+
+/// A linear memory could not grow because the host-wide memory budget is exhausted.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct HostMemoryExhausted(pub String);
 
 /// A guest tried to grow its memory past `--max-memory`.
 #[derive(Debug, thiserror::Error)]
@@ -169,6 +201,7 @@ impl MemoryLimiter {
         MemoryLimiter {
             max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
             peak_bytes: 0,
+            reserved: Reservation::default(),
         }
     }
 
@@ -181,7 +214,7 @@ impl MemoryLimiter {
 impl wasmtime::ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -190,6 +223,15 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
                 limit: self.max_bytes,
                 requested: desired,
             }));
+        }
+        // Called with current = 0 when a memory is created, so every byte of every memory of
+        // the store is reserved, until the store is dropped.
+        let more = desired.saturating_sub(current);
+        let host = host_memory();
+        if !self.reserved.grow(host, more) {
+            return Err(wasmtime::Error::new(HostMemoryExhausted(
+                host.exhausted("growing a linear memory", more),
+            )));
         }
         self.peak_bytes = self.peak_bytes.max(desired);
         Ok(true)

@@ -2,7 +2,8 @@
 //! guest holds handles.
 //!
 //! Limits: `max_handles` live tensors and `max_tensor_bytes` of tensor data created per
-//! episode (soft: reported once as `limit-exceeded`, then a trap). A shape that does not match
+//! episode, each tensor's bytes reserved from the host-wide memory budget (all soft: reported
+//! once as `limit-exceeded`, then a trap). A shape that does not match
 //! the data, a bad dim or mismatched dicts are `invalid-argument` values. Using a handle that
 //! is not live traps (the guest's bindings cannot produce one).
 
@@ -11,6 +12,7 @@ use wasmtime::component::Resource;
 
 use crate::bindings::tensor::{self, Dtype, TensorData};
 use crate::bindings::types::Error;
+use crate::budget::host_memory;
 use crate::state::StoreState;
 
 fn from_wit(data: TensorData) -> Data {
@@ -83,6 +85,11 @@ impl StoreState {
                 "this episode holds {} live tensors, the limit; drop tensors it no longer needs or raise --max-handles",
                 limits.max_handles
             ))?;
+            return Ok(Err(Error::LimitExceeded(msg)));
+        }
+        let host = host_memory();
+        if !self.ctx.memory.grow_bulk(host, bytes) {
+            let msg = self.ctx.refuse(host.exhausted("a tensor", bytes))?;
             return Ok(Err(Error::LimitExceeded(msg)));
         }
         let handle = self.table.push(t)?;

@@ -1,16 +1,20 @@
 //! Host side of the `tokenizer` interface: the loaded [`HostTokenizer`] (shared by every
 //! episode, loaded once at start-up).
 //!
-//! Limits: texts up to `rollbox_tokenizer::MAX_TEXT_BYTES`, decode lists up to
-//! `MAX_DECODE_TOKENS`, and the episode's boundary-bytes limit on every argument. Malformed
-//! JSON, unknown ids, template errors (with the template line) and a missing tokenizer are
-//! error values; nothing here traps.
+//! Limits: the episode's `max_tokenizer_input_bytes` per call (a soft limit: `limit-exceeded`
+//! once, then a trap), texts up to `rollbox_tokenizer::MAX_TEXT_BYTES`, decode lists up to
+//! `MAX_DECODE_TOKENS`, and the episode's boundary-bytes limit on every argument; each call's
+//! CPU time is charged to the episode (its fuel, when metered) and none starts past its
+//! deadline (`timeout`). Malformed JSON, unknown ids, template errors (with the template line)
+//! and a missing tokenizer are error values.
 
 use rollbox_tokenizer::{ChatOptions as HostChatOptions, TokenizerError};
 use serde_json::Value;
 
 use crate::bindings::tokenizer::{self, ChatOptions, SpecialTokenIds};
 use crate::bindings::types::Error;
+use crate::budget::{TOKENIZER_BYTES_PER_INPUT_BYTE, host_memory};
+use crate::host_work::{offload, past_deadline, timed};
 use crate::state::StoreState;
 
 fn no_tokenizer() -> Error {
@@ -58,26 +62,45 @@ fn options(o: &ChatOptions) -> Result<HostChatOptions, Error> {
 const OFFLOAD_BYTES: usize = 64 << 10;
 
 impl StoreState {
-    /// Run `f` with the tokenizer: inline for small inputs, on the blocking pool past
-    /// [`OFFLOAD_BYTES`]. (The future holds no borrow of the store, only the tokenizer.)
-    fn with_tokenizer<T: Send + 'static>(
-        &self,
+    /// Run `f` with the tokenizer for an input of `input_bytes`: refused past the episode's
+    /// `max_tokenizer_input_bytes` (a soft limit) or its deadline; inline for small inputs, on
+    /// the blocking pool past [`OFFLOAD_BYTES`]; its CPU time charged to the episode
+    /// (`host_work`).
+    async fn with_tokenizer<T: Send + 'static>(
+        &mut self,
+        what: &str,
         input_bytes: usize,
         f: impl FnOnce(&rollbox_tokenizer::HostTokenizer) -> Result<T, Error> + Send + 'static,
-    ) -> impl std::future::Future<Output = wasmtime::Result<Result<T, Error>>> + Send + 'static
-    {
-        let tokenizer = self.ctx.services.tokenizer().cloned();
-        async move {
-            let Some(t) = tokenizer else {
-                return Ok(Err(no_tokenizer()));
-            };
-            if input_bytes <= OFFLOAD_BYTES {
-                return Ok(f(&t));
-            }
-            tokio::task::spawn_blocking(move || f(&t))
-                .await
-                .map_err(|e| wasmtime::format_err!("tokenizer task failed: {e}"))
+    ) -> wasmtime::Result<Result<T, Error>> {
+        let Some(t) = self.ctx.services.tokenizer().cloned() else {
+            return Ok(Err(no_tokenizer()));
+        };
+        let max = self.ctx.limits.max_tokenizer_input_bytes;
+        if input_bytes > max {
+            let msg = self.ctx.refuse(format!(
+                "tokenizer {what} got {input_bytes} bytes of input; at most {max} per call: raise it with --max-tokenizer-bytes"
+            ))?;
+            return Ok(Err(Error::LimitExceeded(msg)));
         }
+        if self.ctx.past_deadline() {
+            return Ok(Err(past_deadline(&format!("tokenizer {what}"))));
+        }
+        // The call's working memory, from the host-wide budget while it runs.
+        let host = host_memory();
+        let work = input_bytes.saturating_mul(TOKENIZER_BYTES_PER_INPUT_BYTE);
+        let Some(_working) = host.try_reserve_bulk(work) else {
+            let msg = self
+                .ctx
+                .refuse(host.exhausted(&format!("tokenizer {what}"), work))?;
+            return Ok(Err(Error::LimitExceeded(msg)));
+        };
+        let (result, cpu) = if input_bytes <= OFFLOAD_BYTES {
+            timed(|| f(&t))
+        } else {
+            offload(move || f(&t)).await?
+        };
+        self.ctx.charge_host(cpu);
+        Ok(result)
     }
 }
 
@@ -87,7 +110,7 @@ impl tokenizer::Host for StoreState {
         text: String,
         add_special_tokens: bool,
     ) -> wasmtime::Result<Result<Vec<u32>, Error>> {
-        self.with_tokenizer(text.len(), move |t| {
+        self.with_tokenizer("encode", text.len(), move |t| {
             t.encode(&text, add_special_tokens).map_err(to_error)
         })
         .await
@@ -98,7 +121,7 @@ impl tokenizer::Host for StoreState {
         ids: Vec<u32>,
         skip_special_tokens: bool,
     ) -> wasmtime::Result<Result<String, Error>> {
-        self.with_tokenizer(ids.len() * 4, move |t| {
+        self.with_tokenizer("decode", ids.len().saturating_mul(4), move |t| {
             t.decode(&ids, skip_special_tokens).map_err(to_error)
         })
         .await
@@ -110,7 +133,7 @@ impl tokenizer::Host for StoreState {
         options: ChatOptions,
     ) -> wasmtime::Result<Result<Vec<u32>, Error>> {
         let size = messages.len() + chat_options_len(&options);
-        self.with_tokenizer(size, move |t| {
+        self.with_tokenizer("apply-chat-template", size, move |t| {
             let messages = parse_json("messages", &messages)?;
             t.apply_chat_template(&messages, &self::options(&options)?)
                 .map_err(to_error)
@@ -124,7 +147,7 @@ impl tokenizer::Host for StoreState {
         options: ChatOptions,
     ) -> wasmtime::Result<Result<String, Error>> {
         let size = messages.len() + chat_options_len(&options);
-        self.with_tokenizer(size, move |t| {
+        self.with_tokenizer("render-chat-template", size, move |t| {
             let messages = parse_json("messages", &messages)?;
             t.render_chat_template(&messages, &self::options(&options)?)
                 .map_err(to_error)

@@ -2,23 +2,52 @@
 //! sandbox with the same limits model as rewards, alone or several at once, and describe them
 //! as OpenAI tool schemas. Failures are values (`unknown`, `timeout`, `trapped`,
 //! `invalid-output`), never traps of the calling workflow.
+//!
+//! Fair shares: an episode has at most `tool_calls_per_episode` calls in flight, and tool
+//! calls never hold the untrusted pool's slots reserved for rewards (`reward_reserve`); time
+//! spent queued counts against the calling episode's deadline.
+
+use std::sync::Arc;
 
 use crate::bindings::tools::{self, ToolCall, ToolResult};
 use crate::bindings::types::Error;
 use crate::rewards::unknown;
-use crate::services::Services;
+use crate::services::{Services, tool_calls_per_episode};
+use crate::slots::Slots;
 use crate::state::StoreState;
 use crate::untrusted::{call_with_retries, tool_schema};
 
 /// Calls one `call-many` accepts. More are refused with `limit-exceeded` (every result).
 pub const MAX_CALL_MANY_CALLS: usize = 256;
 
-/// One call by registered name: `unknown` when nothing is registered under it.
-async fn call_one(services: &Services, name: String, args: String) -> Result<ToolResult, Error> {
+/// One call by registered name, once one of the episode's `in_flight` slots is free:
+/// `unknown` when nothing is registered under it.
+async fn call_one(
+    services: &Services,
+    in_flight: &Slots,
+    name: String,
+    args: String,
+) -> Result<ToolResult, Error> {
     let Some(reg) = services.tool(&name) else {
         return Err(unknown("tool", "--tool", &name, &services.tool_names()));
     };
+    let _slot = in_flight.take().await;
     call_with_retries(&name, &reg, args, services).await
+}
+
+impl StoreState {
+    /// The episode's tool-call slots (made on first use).
+    fn tool_calls(&mut self) -> Arc<Slots> {
+        let services = &self.ctx.services;
+        self.ctx
+            .tool_calls
+            .get_or_insert_with(|| {
+                Arc::new(Slots::new(tool_calls_per_episode(
+                    services.untrusted_pool_size(),
+                )))
+            })
+            .clone()
+    }
 }
 
 /// Every registered tool's OpenAI schema, in name order (`tools.schemas`).
@@ -49,7 +78,8 @@ impl tools::Host for StoreState {
         args: String,
     ) -> wasmtime::Result<Result<ToolResult, Error>> {
         let services = self.ctx.services.clone();
-        Ok(call_one(&services, name, args).await)
+        let in_flight = self.tool_calls();
+        Ok(call_one(&services, &in_flight, name, args).await)
     }
 
     async fn call_many(
@@ -64,12 +94,19 @@ impl tools::Host for StoreState {
             return Ok(vec![Err(e); calls.len()]);
         }
         let n = calls.len();
-        // Every call waits for a slot of the untrusted pool, so at most its size run at once.
-        // Dropping the set (the episode cancelled or timed out) aborts the calls in flight.
+        // Every call waits for one of the episode's tool slots, then for the tools' share of
+        // the untrusted pool, then for a pool slot: one episode runs at most
+        // `tool_calls_per_episode` at once and tools never take the rewards' reserve. The
+        // wait counts against the episode's deadline. Dropping the set (the episode cancelled
+        // or timed out) aborts the calls in flight and queued.
+        let in_flight = self.tool_calls();
         let mut set = tokio::task::JoinSet::new();
         for (index, c) in calls.into_iter().enumerate() {
             let services = self.ctx.services.clone();
-            set.spawn(async move { (index, call_one(&services, c.name, c.args).await) });
+            let in_flight = in_flight.clone();
+            set.spawn(
+                async move { (index, call_one(&services, &in_flight, c.name, c.args).await) },
+            );
         }
         let mut results: Vec<Option<Result<ToolResult, Error>>> = (0..n).map(|_| None).collect();
         while let Some(joined) = set.join_next().await {

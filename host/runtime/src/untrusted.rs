@@ -108,6 +108,9 @@ impl Runtime {
         call: RewardCall,
         limits: Arc<Limits>,
     ) -> CallReport<f64> {
+        if let Err(message) = self.check_enforceable(&limits) {
+            return CallReport::refused(GuestFault::Unenforceable { message });
+        }
         let input = RewardInput {
             prompt: call.prompt,
             completion: call.completion,
@@ -126,6 +129,9 @@ impl Runtime {
         args: String,
         limits: Arc<Limits>,
     ) -> CallReport<String> {
+        if let Err(message) = self.check_enforceable(&limits) {
+            return CallReport::refused(GuestFault::Unenforceable { message });
+        }
         tool_once(self.config.fuel, tool, name, args, limits).await
     }
 
@@ -136,6 +142,9 @@ impl Runtime {
         tool: &ToolComponent,
         limits: Arc<Limits>,
     ) -> CallReport<String> {
+        if let Err(message) = self.check_enforceable(&limits) {
+            return CallReport::refused(GuestFault::Unenforceable { message });
+        }
         describe_once(self.config.fuel, tool, limits).await
     }
 }
@@ -229,7 +238,7 @@ pub(crate) async fn tool_schema(
             }
             let mut last = String::new();
             for _ in 0..2 {
-                let _slot = services.untrusted_slot().await;
+                let _slot = services.tool_slot().await;
                 match describe_once(reg.fuel_metering, tool, reg.policy.limits.clone())
                     .await
                     .result
@@ -373,6 +382,17 @@ fn reap(store: wasmtime::Store<StoreState>) {
 }
 
 impl<T> CallReport<T> {
+    /// A call refused before it ran.
+    fn refused(fault: GuestFault) -> CallReport<T> {
+        CallReport {
+            result: Err(fault),
+            wall: Duration::ZERO,
+            peak_memory_bytes: 0,
+            fuel_consumed: None,
+            stderr: String::new(),
+        }
+    }
+
     fn and_then<U>(self, f: impl FnOnce(T) -> Result<U, GuestFault>) -> CallReport<U> {
         CallReport {
             result: self.result.and_then(f),
@@ -429,11 +449,27 @@ fn fault_to_error(what: &str, name: &str, attempts: u32, f: &GuestFault) -> Erro
     }
 }
 
+/// Which kind of untrusted call: rewards may take the pool's reserved slots, tools may not.
+#[derive(Clone, Copy)]
+enum CallKind {
+    Reward,
+    Tool,
+}
+
+impl CallKind {
+    fn noun(self) -> &'static str {
+        match self {
+            CallKind::Reward => "reward",
+            CallKind::Tool => "tool",
+        }
+    }
+}
+
 /// The retry loop shared by rewards and tools: up to `1 + retries` attempts, each in a fresh
 /// instance holding one slot of the shared untrusted pool. Returns the first success, or the
 /// last attempt's fault, with the accounting of every attempt.
 async fn with_retries<C, T, Fut>(
-    what: &str,
+    kind: CallKind,
     name: &str,
     reg: &Registered<C>,
     services: &Services,
@@ -442,10 +478,14 @@ async fn with_retries<C, T, Fut>(
 where
     Fut: std::future::Future<Output = CallReport<T>>,
 {
+    let what = kind.noun();
     let mut tally = Tally::default();
     let mut last = None;
     for _ in 0..=reg.policy.retries {
-        let _slot = services.untrusted_slot().await;
+        let _slot = match kind {
+            CallKind::Reward => services.reward_slot().await,
+            CallKind::Tool => services.tool_slot().await,
+        };
         let r = attempt().await;
         tally.add(&r);
         match r.result {
@@ -475,7 +515,7 @@ pub(crate) async fn score_with_retries(
     input: RewardInput,
     services: &Services,
 ) -> (Result<ScoreResult, Error>, Accounting) {
-    let (result, tally) = with_retries("reward", name, reg, services, || {
+    let (result, tally) = with_retries(CallKind::Reward, name, reg, services, || {
         score_once(
             reg.fuel_metering,
             &reg.component,
@@ -516,7 +556,7 @@ pub(crate) async fn call_with_retries(
     args: String,
     services: &Services,
 ) -> Result<ToolResult, Error> {
-    let (result, tally) = with_retries("tool", name, reg, services, || {
+    let (result, tally) = with_retries(CallKind::Tool, name, reg, services, || {
         tool_once(
             reg.fuel_metering,
             &reg.component,

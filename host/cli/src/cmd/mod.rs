@@ -46,12 +46,22 @@ pub struct ComponentArgs {
     /// --engine replay:FILE).
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// The host-wide memory budget (e.g. 8GiB) that every episode's, reward's and tool's
+    /// linear memory, tensors and host-call working memory are reserved from; past it the
+    /// episode asking gets `limit_exceeded` and new episodes wait. Default 60% of physical
+    /// memory (or of the cgroup's limit).
+    #[arg(long, value_name = "SIZE")]
+    pub max_host_memory: Option<String>,
 }
 
 impl ComponentArgs {
     /// Services with the engine and tokenizer asked for: `--tokenizer` when given, else the
     /// embedded engine's own. Returns the tokenizer too.
     pub fn services(&self) -> anyhow::Result<(Services, Option<Arc<HostTokenizer>>)> {
+        if let Some(s) = &self.max_host_memory {
+            let bytes = crate::limits::parse_size(s).context("--max-host-memory")?;
+            rollbox_runtime::host_memory().set_limit(bytes);
+        }
         let version = Arc::new(AtomicI32::new(0));
         let mut services = Services::new().with_version(version.clone());
         let mut tok = match &self.tokenizer {

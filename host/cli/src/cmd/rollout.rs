@@ -112,7 +112,15 @@ pub fn build(s: &SetupArgs) -> anyhow::Result<Rollout> {
         components.rewards.push(parse_registration("math")?);
     }
     let (services, tokenizer) = components.services()?;
-    let runtime = Arc::new(Runtime::new(RuntimeConfig::default(), services)?);
+    // Fuel metering whenever any limit or registration sets fuel (it costs 10-20% of guest
+    // speed otherwise); the runtime refuses a fuel limit it cannot enforce.
+    let runtime = Arc::new(Runtime::new(
+        RuntimeConfig {
+            fuel: limits.fuel.is_some() || components.wants_fuel(),
+            ..RuntimeConfig::default()
+        },
+        services,
+    )?);
     let mut provenance = BTreeMap::from([
         (
             "rollbox_version".to_string(),

@@ -119,6 +119,12 @@ impl Engine {
     /// Prefill a new request (or copy a shared prefill of the same prompt) and sample its
     /// first token; `None` when it already finished.
     fn admit(&self, job: Job, shared: &mut SharedPrefills) -> Option<Active> {
+        // Checked again for each job of the round: the prefills before it take time, and a
+        // caller that gave up meanwhile is not prefilled for nobody (issue 31: 64 abandoned
+        // requests admitted together held the engine ~26 s).
+        if job.reply.is_closed() {
+            return None;
+        }
         let p = &job.request.sampling;
         let prompt_len = job.request.input_ids.len();
         let ctx = self.model.config().context_length;

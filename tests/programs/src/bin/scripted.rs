@@ -3,7 +3,8 @@
 //! index is in `data["reject"]`, and fails when it is in `data["fail"]`. With
 //! `data["extra"][sample_index] = {"dtype": "i32"|"f32", "shape": [..]}` it adds a zero-filled
 //! tensor `extra` of that dtype and shape (hostile groups: dtypes or padded sizes that cannot
-//! be assembled). Its metadata is `{"sample": i, "note": data["note"]}`.
+//! be assembled). Its metadata is `{"sample": i, "note": data["note"]}`. `data["rid"]` sets the
+//! request's rid (a forged one, for routing tests).
 use rollbox_sdk::tensor::{Tensor, TensorData};
 use rollbox_sdk::trajectory::single_turn;
 use rollbox_sdk::{Episode, GenConfig, ModelRequest, Output, Workflow, engine};
@@ -22,7 +23,7 @@ impl Workflow for Scripted {
             return Ok(None);
         }
         let resp = engine::generate(&ModelRequest {
-            rid: String::new(),
+            rid: e.data["rid"].as_str().unwrap_or_default().to_string(),
             input_ids: vec![1, 2, 3],
             gconfig: GenConfig::default(),
             image_data: Vec::new(),

@@ -1,0 +1,250 @@
+//! The host-wide memory budget (issue 31) through the real binary, at 64 episodes in flight,
+//! on the three ways a workflow or a dataset drove the host out of memory before: episodes
+//! hoarding host tensors, rows with large images, and rows whose prompts make large tokenizer
+//! outputs. Each run's peak resident memory (`VmHWM` of its process) must stay within its
+//! budget plus what the budget documents it does not count: the baseline, the rows in flight,
+//! and at most 16 MiB kept resident per pool slot used. A watchdog kills a run past 5 GiB, so a
+//! regression fails instead of taking the machine down.
+
+use std::io::Read as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rollbox_tests::components as c;
+use serde_json::{Value, json};
+
+/// What the budget does not count, at 64 in flight: 16 MiB per pool slot, and the baseline.
+const SLACK: u64 = 64 * (16 << 20) + (512 << 20);
+
+/// The peak resident memory of `pid` so far (`VmHWM`), bytes (0 once it is gone).
+fn peak_rss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb << 10)
+}
+
+/// What one run left behind.
+struct Run {
+    stats: Value,
+    peak: u64,
+    dropped: String,
+    trajectories: usize,
+}
+
+/// `rollbox rollout` of `rows` at 64 in flight with `args`, under a watchdog.
+fn rollout(dir: &Path, rows: &[Value], args: &[&str]) -> Run {
+    let dataset = dir.join("rows.jsonl");
+    let text: String = rows.iter().map(|r| r.to_string() + "\n").collect();
+    std::fs::write(&dataset, text).expect("dataset");
+    let out = dir.join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rollbox"))
+        .args(["rollout", &dataset.display().to_string()])
+        .args(["--out", &out.display().to_string()])
+        .args([
+            "--n-samples",
+            "1",
+            "--batch-size",
+            "1",
+            "--max-concurrent",
+            "64",
+        ])
+        .args(["--timeout", "120s", "--json"])
+        .args(args)
+        .env("ROLLBOX_CACHE_DIR", dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("rollbox runs");
+    let pid = child.id();
+    let done = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(Ordering::Relaxed) {
+                peak = peak.max(peak_rss(pid));
+                if peak > 5 << 30 {
+                    // SAFETY: signalling our own child, which is not reaped before `done`.
+                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            peak
+        })
+    };
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut stdout)
+        .expect("read stdout");
+    let status = child.wait().expect("wait");
+    done.store(true, Ordering::Relaxed);
+    let peak = watchdog.join().expect("watchdog");
+    assert!(status.success(), "{status:?} (peak RSS {} MiB)", peak >> 20);
+    let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap_or_default();
+    Run {
+        stats: serde_json::from_str(&stdout).expect("--json stats"),
+        peak,
+        dropped: read("dropped-rows.jsonl"),
+        trajectories: read("trajectories.jsonl").lines().count(),
+    }
+}
+
+/// The run stayed within `budget`: nothing reserved past it, something refused, the peak RSS
+/// within it plus the slack.
+fn assert_within(r: &Run, budget: u64, what: &str) {
+    let s = &r.stats;
+    assert!(s["host_memory_refusals"].as_u64() > Some(0), "{what}: {s}");
+    assert!(
+        s["host_memory_peak_bytes"].as_u64() <= Some(budget),
+        "{what}: {s}"
+    );
+    assert!(
+        r.peak < budget + SLACK,
+        "{what}: peak RSS {} MiB, allowed {} MiB",
+        r.peak >> 20,
+        (budget + SLACK) >> 20
+    );
+    eprintln!(
+        "{what}: peak RSS {} MiB under a {} MiB budget, {:.2} s, episodes {}",
+        r.peak >> 20,
+        budget >> 20,
+        s["wall_s"].as_f64().unwrap_or(0.0),
+        s["episodes"]
+    );
+}
+
+/// Episodes ending any way but accepted.
+fn failed(stats: &Value) -> u64 {
+    stats["episodes"]
+        .as_object()
+        .expect("episodes")
+        .iter()
+        .filter(|(k, _)| *k != "accepted")
+        .map(|(_, v)| v.as_u64().expect("count"))
+        .sum()
+}
+
+/// Half the rows hoard 4 MiB tensors until refused (each alone may create 1 GiB): every
+/// hoarder ends refused and every good row of the same run is written.
+#[test]
+fn hoarders_are_refused_within_the_budget_and_good_rows_are_written() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let replay = tmp.path().join("answers.jsonl");
+    std::fs::write(
+        &replay,
+        r#"{"input_ids":[1,2,3],"output_tokens":[7,8,2],"output_logprobs":[-0.1,-0.2,-0.3],"stop_reason":"stop"}"#,
+    )
+    .expect("replay file");
+    let rows: Vec<Value> = (0..64)
+        .map(|i| json!({"hoard": i % 2 == 0, "question": format!("row {i}")}))
+        .collect();
+    let engine = format!("replay:{}", replay.display());
+    let args = ["--workflow", c::ADV_HOARD, "--engine", &engine];
+    let r = rollout(
+        tmp.path(),
+        &rows,
+        &[&args[..], &["--max-host-memory", "2GiB"]].concat(),
+    );
+    assert_eq!(
+        r.stats["episodes"]["accepted"], 32,
+        "every good row: {}",
+        r.stats
+    );
+    assert_eq!(failed(&r.stats), 32, "every hoarder: {}", r.stats);
+    assert!(r.dropped.contains("memory budget"), "{}", r.dropped);
+    assert_eq!(r.trajectories, 32);
+    assert_within(&r, 2 << 30, "hoarding tensors");
+}
+
+/// `replay:` an empty recording (generate calls fail: these runs never get that far).
+fn empty_replay(dir: &Path) -> String {
+    let path = dir.join("empty.jsonl");
+    std::fs::write(&path, "").expect("empty replay");
+    format!("replay:{}", path.display())
+}
+
+/// A 1024x1024 gradient as a base64 PNG (compresses to a few KiB; 25 MB of pixel values).
+fn big_image() -> String {
+    use base64::Engine as _;
+    let img = image::RgbImage::from_fn(1024, 1024, |x, y| {
+        image::Rgb([(x % 256) as u8, (y % 256) as u8, ((x + y) % 256) as u8])
+    });
+    let mut png = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut png, image::ImageFormat::Png)
+        .expect("encode PNG");
+    base64::engine::general_purpose::STANDARD.encode(png.into_inner())
+}
+
+/// Rows of four 1024x1024 images each (100 MB of pixel values per episode, 6.4 GB for 64):
+/// the image batches past the budget are refused and the run completes.
+#[test]
+fn large_images_are_refused_within_the_budget() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let image = big_image();
+    let rows: Vec<Value> = (0..64)
+        .map(|_| json!({"images": [image, image, image, image]}))
+        .collect();
+    let engine = empty_replay(tmp.path());
+    let args = ["--workflow", c::VISION_PROBE, "--engine", &engine];
+    let r = rollout(
+        tmp.path(),
+        &rows,
+        &[&args[..], &["--max-host-memory", "1GiB"]].concat(),
+    );
+    assert!(r.dropped.contains("memory budget"), "{}", r.dropped);
+    assert_within(&r, 1 << 30, "large images");
+}
+
+/// Rows whose prompts are 1 MiB of text, with the per-call tokenizer cap raised to let them
+/// through (each call reserves 16 bytes of working memory per input byte): calls past the
+/// budget are refused and the run completes.
+#[test]
+fn large_tokenizer_inputs_are_refused_within_the_budget() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let prompt: String = (0..1usize << 20)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if i % 8 == 7 {
+                ' '
+            } else {
+                (b'a' + (x % 26) as u8) as char
+            }
+        })
+        .collect();
+    let rows: Vec<Value> = (0..64)
+        .map(|i| json!({"question": format!("{i} {prompt}"), "answer": "1"}))
+        .collect();
+    let model = rollbox_tests::model_path().display().to_string();
+    let engine = empty_replay(tmp.path());
+    let args = [
+        "--workflow",
+        "rlvr",
+        "--engine",
+        &engine,
+        "--tokenizer",
+        &model,
+        "--max-tokenizer-bytes",
+        "2MiB",
+        "--max-host-memory",
+        "256MiB",
+    ];
+    let r = rollout(tmp.path(), &rows, &args);
+    assert!(r.dropped.contains("memory budget"), "{}", r.dropped);
+    // The rows themselves (64 x 1 MiB, read and handed to each episode) are not counted.
+    assert_within(&r, 256 << 20, "large tokenizer inputs");
+}
