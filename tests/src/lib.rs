@@ -241,3 +241,34 @@ pub async fn run_workflow(
     )
     .await
 }
+
+/// `bytes` of words of random lowercase letters (7 letters and a space, from a fixed seed):
+/// text the tokenizer's word cache cannot help with, for tests of long tokenizer calls.
+pub fn random_words(bytes: usize) -> String {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..bytes)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if i % 8 == 7 {
+                ' '
+            } else {
+                (b'a' + (x % 26) as u8) as char
+            }
+        })
+        .collect()
+}
+
+/// A `width` x `height` RGB gradient as a base64 PNG: a few KiB of PNG, a large image once
+/// decoded (1024x1024: 25 MB of Qwen2-VL pixel values).
+pub fn gradient_png_base64(width: u32, height: u32) -> String {
+    use base64::Engine as _;
+    let img = image::RgbImage::from_fn(width, height, |x, y| {
+        image::Rgb([(x % 256) as u8, (y % 256) as u8, ((x + y) % 256) as u8])
+    });
+    let mut png = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut png, image::ImageFormat::Png)
+        .expect("encode PNG");
+    base64::engine::general_purpose::STANDARD.encode(png.into_inner())
+}

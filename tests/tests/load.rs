@@ -384,7 +384,6 @@ fn looping_start_component() -> Vec<u8> {
 /// check can fail) and the next instance of the slot sees none of it, run after run.
 #[test]
 fn reused_pool_slots_keep_nothing_of_the_previous_instance() {
-    use rollbox_runtime::CANARY_PLACES;
     for scan in [true, false] {
         let rt = Runtime::new(
             RuntimeConfig {
@@ -407,7 +406,8 @@ fn reused_pool_slots_keep_nothing_of_the_previous_instance() {
             assert_eq!(reports.len(), 2, "default and snapshot pools");
             for (pool, r) in reports {
                 let r = r.unwrap_or_else(|e| panic!("{pool}: {e:#}"));
-                assert_eq!(r.seen_by_writer, CANARY_PLACES, "{pool}");
+                assert!(r.places >= 88, "{pool}: {r:?}");
+                assert_eq!(r.seen_by_writer, r.places, "{pool}");
                 assert_eq!(r.leaked, 0, "{pool}: a reused slot leaked");
             }
         }

@@ -117,22 +117,7 @@ fn tokenizer_runtime(fuel: bool) -> Runtime {
 async fn tokenizer_calls_are_capped_timed_and_charged_to_fuel() {
     use rollbox_runtime::GuestFault;
     use std::time::{Duration, Instant};
-    // Words of random letters: nothing for the tokenizer's word cache to reuse.
-    let text = |bytes: usize| {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        (0..bytes)
-            .map(|i| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                if i % 8 == 7 {
-                    ' '
-                } else {
-                    (b'a' + (x % 26) as u8) as char
-                }
-            })
-            .collect::<String>()
-    };
+    let text = rollbox_tests::random_words;
     let run = |rt: Runtime, text: String, limits: Limits| async move {
         let w = rt.load_workflow(Path::new(c::TOKENIZE)).expect("loads");
         let data = json!({"text": text, "messages": [{"role": "user", "content": "hi"}]});

@@ -142,3 +142,73 @@ async fn an_output_over_the_tensor_budget_is_refused_before_allocation() {
         "{err}"
     );
 }
+
+/// Image work is bounded by the episode (issue 31, part 2): past its deadline the host stops
+/// between images (before, a 2-image episode with a 3 s limit held the host 13-25 s), and with
+/// fuel metering on, its CPU time is taken from the episode's fuel. Timed against one image
+/// measured in the same run: the whole runtime, blocking pool included, is shut down within a
+/// few images' time, not sixteen.
+#[test]
+fn image_work_stops_at_the_deadline_and_is_charged_to_fuel() {
+    use std::time::{Duration, Instant};
+    let image = rollbox_tests::gradient_png_base64(1024, 1024);
+    async fn images(
+        rt: &rollbox_runtime::Runtime,
+        image: &str,
+        n: usize,
+        limits: Limits,
+    ) -> EpisodeReport {
+        let w = rt
+            .load_workflow(Path::new(c::VISION_PROBE))
+            .expect("probe loads");
+        let data = json!({"images": vec![image; n]});
+        rt.run_episode(&w, EpisodeRequest::new("r0-s0", data), Arc::new(limits))
+            .await
+    }
+    let episode = |rt, n, limits| images(rt, &image, n, limits);
+    let tokio = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio")
+    };
+    // One image, for scale (and the host CPU it costs).
+    let rt = rollbox_tests::runtime();
+    let start = Instant::now();
+    let one = tokio().block_on(episode(&rt, 1, Limits::default()));
+    let per_image = start.elapsed();
+    accepted(&one);
+    assert!(one.host_cpu > Duration::ZERO);
+    // Sixteen images under a deadline of half an image: a timeout, and everything (the
+    // blocking pool's work included) over within a few images' time.
+    let limits = Limits {
+        timeout: per_image / 2,
+        ..Limits::default()
+    };
+    let start = Instant::now();
+    let pool = tokio();
+    let r = pool.block_on(episode(&rt, 16, limits));
+    drop(pool);
+    let took = start.elapsed();
+    assert_eq!(r.outcome.kind(), "timeout");
+    assert!(
+        took < per_image * 4,
+        "16 images stopped after {took:?} (one image: {per_image:?})"
+    );
+    // With fuel: one image's host CPU passes a budget the probe alone stays well within.
+    let fuel = Some((one.host_cpu.as_nanos() as u64 / 4).max(1));
+    let rt = rollbox_tests::runtime_with(
+        Some(Arc::new(rollbox_tests::fixed_backend(Duration::ZERO))),
+        true,
+    );
+    let r = tokio().block_on(episode(
+        &rt,
+        1,
+        Limits {
+            fuel,
+            ..Limits::default()
+        },
+    ));
+    assert_eq!(r.outcome.kind(), "out_of_fuel", "host CPU {:?}", r.host_cpu);
+}

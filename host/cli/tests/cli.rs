@@ -487,3 +487,31 @@ fn rollout_enforces_fuel_for_workflows_and_rewards() {
         "{stats}"
     );
 }
+
+/// Guest text reaches the terminal and the log escaped (issue 32, part 5): a failure message
+/// and stdout carrying a newline with a forged host log line and an ANSI clear-screen come out
+/// as one escaped line each; no line of the output starts with the forged timestamp and no
+/// escape byte reaches the terminal.
+#[test]
+fn guest_text_cannot_forge_log_lines_or_drive_the_terminal() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let message = "oops\n2099-01-01T00:00:00Z ERROR rollbox: FAKE host message\u{1b}[2J";
+    let data = json!({"fail": [0], "message": message}).to_string();
+    let (ok, stdout, stderr) = rollbox(&["run", c::SCRIPTED, "--data", &data], tmp.path());
+    assert!(!ok, "the episode fails");
+    for (name, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        assert!(
+            !text.contains('\u{1b}'),
+            "{name} has an escape byte: {text:?}"
+        );
+        assert!(
+            !text.lines().any(|l| l.starts_with("2099-")),
+            "{name} has a forged line: {text}"
+        );
+    }
+    assert!(
+        stdout.contains("oops\\n2099-01-01T00:00:00Z ERROR rollbox: FAKE host message\\u{1b}[2J"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("oops\\n2099"), "{stderr}");
+}

@@ -175,24 +175,12 @@ fn empty_replay(dir: &Path) -> String {
     format!("replay:{}", path.display())
 }
 
-/// A 1024x1024 gradient as a base64 PNG (compresses to a few KiB; 25 MB of pixel values).
-fn big_image() -> String {
-    use base64::Engine as _;
-    let img = image::RgbImage::from_fn(1024, 1024, |x, y| {
-        image::Rgb([(x % 256) as u8, (y % 256) as u8, ((x + y) % 256) as u8])
-    });
-    let mut png = std::io::Cursor::new(Vec::new());
-    img.write_to(&mut png, image::ImageFormat::Png)
-        .expect("encode PNG");
-    base64::engine::general_purpose::STANDARD.encode(png.into_inner())
-}
-
 /// Rows of four 1024x1024 images each (100 MB of pixel values per episode, 6.4 GB for 64):
 /// the image batches past the budget are refused and the run completes.
 #[test]
 fn large_images_are_refused_within_the_budget() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let image = big_image();
+    let image = rollbox_tests::gradient_png_base64(1024, 1024);
     let rows: Vec<Value> = (0..64)
         .map(|_| json!({"images": [image, image, image, image]}))
         .collect();
@@ -213,19 +201,7 @@ fn large_images_are_refused_within_the_budget() {
 #[test]
 fn large_tokenizer_inputs_are_refused_within_the_budget() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let prompt: String = (0..1usize << 20)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            if i % 8 == 7 {
-                ' '
-            } else {
-                (b'a' + (x % 26) as u8) as char
-            }
-        })
-        .collect();
+    let prompt = rollbox_tests::random_words(1 << 20);
     let rows: Vec<Value> = (0..64)
         .map(|i| json!({"question": format!("{i} {prompt}"), "answer": "1"}))
         .collect();

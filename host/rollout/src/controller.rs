@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rollbox_runtime::{
-    EpisodeOutcome, EpisodeReport, EpisodeRequest, JsonText, Runtime, Trajectory, WorkflowComponent,
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, JsonText, Runtime, Trajectory,
+    WorkflowComponent, escape_control,
 };
 use rollbox_tensor::{HostTensor, TensorData};
 use rollbox_tokenizer::HostTokenizer;
@@ -256,7 +257,12 @@ impl Rollout {
                 EpisodeOutcome::Rejected => p.rejected_or_failed += 1,
                 EpisodeOutcome::Failed(f) => {
                     p.rejected_or_failed += 1;
-                    tracing::warn!(episode = %r.id, kind = f.kind(), "episode failed: {f}");
+                    tracing::warn!(
+                        episode = %escape_control(&r.id),
+                        kind = f.kind(),
+                        "episode failed: {}",
+                        escape_control(&f.to_string())
+                    );
                 }
             }
         }
@@ -273,7 +279,10 @@ impl Rollout {
             let r = &g.reports[s.sample as usize];
             let l =
                 trajectory_line::lines(&cx, g.row.index, s, r, t, scored.len()).map_err(|e| {
-                    tracing::warn!(episode = %r.id, "its trajectory line cannot be written: {e}");
+                    tracing::warn!(
+                        episode = %escape_control(&r.id),
+                        "its trajectory line cannot be written: {e}"
+                    );
                     DropReason::AssemblyFailed
                 })?;
             lines.push((l, t.bools("is_truncated").unwrap_or_default()));

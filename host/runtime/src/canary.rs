@@ -7,26 +7,34 @@
 //! back. Both trust something outside rollbox (the kernel's page categories, wasmtime's scan
 //! limits). The canary does not: a module writes a random secret into pages spread over its
 //! memory (the data segment's page, a run of pages, every other page so that there are far more
-//! separate dirty regions than a scan reports in one go, pages past the keep-resident prefix,
-//! and pages it grows into) and is dropped; a second instance of the same module, which the
+//! separate dirty regions than a scan reports in one go, pages past the default pool's
+//! keep-resident prefix, and pages it grows into) and is dropped; a second instance of the same module, which the
 //! allocator places in the same slot (module affinity), counts the places that do not hold
 //! the image's bytes. `Runtime::new` runs it on every pool and turns the dirty-page scan off
 //! when it fails.
 
 use wasmtime::{Engine, Instance, Module, Store};
 
-/// Pages of the canary's memory (32 MiB: past the default pool's 16 MiB kept resident, within
-/// the snapshot pool's 40 MiB).
-const PAGES: u32 = 512;
+/// Pages of the canary's memory in the default pool: 20 MiB, past its 16 MiB kept resident
+/// (the pages past it are released, not rewritten), and 166 separate dirty regions.
+pub(crate) const DEFAULT_POOL_PAGES: u32 = 320;
 
-/// The canary module. `write(secret)` stores the secret at two offsets of every touched page
-/// (pages 0-7, then every even page up to `PAGES`) and of 16 pages it grows into; `check()`
-/// returns how many of those places, in a fresh instance, do not hold the image's bytes
-/// (`rollbox!` at offset 0, zero elsewhere), plus 1000 if the memory did not start at its
-/// initial size.
-const CANARY_WAT: &str = r#"
+/// Pages of the canary's memory in the snapshot pool: 4 MiB. That pool copies the image back
+/// over the whole memory it keeps resident, so size adds nothing to what is checked, only to
+/// what the slot keeps resident afterwards.
+pub(crate) const SNAPSHOT_POOL_PAGES: u32 = 64;
+
+/// The canary module for a memory of `pages` (at least 8). `write(secret)` stores the secret
+/// at two offsets of every touched page (pages 0-7, then every even page) and of 16 pages it
+/// grows into; `check()` returns how many of those places, in a fresh instance, do not hold
+/// the image's bytes (`rollbox!` at offset 0, zero elsewhere), plus 1000 if the memory did not
+/// start at its initial size and 1000 if it could not grow by 16 pages from there.
+fn canary_wat(pages: u32) -> String {
+    let grown = pages + 16;
+    format!(
+        r#"
 (module
-  (memory 512)
+  (memory {pages})
   (data (i32.const 0) "rollbox!")
   (func $touched (param $p i32) (result i32)
     (i32.or (i32.lt_u (local.get $p) (i32.const 8))
@@ -44,15 +52,15 @@ const CANARY_WAT: &str = r#"
           (i64.store (i32.add (i32.mul (local.get $p) (i32.const 65536)) (i32.const 40000))
                      (local.get $secret))))
       (local.set $p (i32.add (local.get $p) (i32.const 1)))
-      (br_if $pages (i32.lt_u (local.get $p) (i32.const 512))))
+      (br_if $pages (i32.lt_u (local.get $p) (i32.const {pages}))))
     (drop (memory.grow (i32.const 16)))
     (loop $grown
       (i64.store (i32.mul (local.get $p) (i32.const 65536)) (local.get $secret))
       (local.set $p (i32.add (local.get $p) (i32.const 1)))
-      (br_if $grown (i32.lt_u (local.get $p) (i32.const 528)))))
+      (br_if $grown (i32.lt_u (local.get $p) (i32.const {grown})))))
   (func (export "check") (result i32)
     (local $p i32) (local $bad i32) (local $addr i32)
-    (if (i32.ne (memory.size) (i32.const 512))
+    (if (i32.ne (memory.size) (i32.const {pages}))
       (then (local.set $bad (i32.const 1000))))
     (loop $pages
       (if (call $touched (local.get $p))
@@ -63,26 +71,33 @@ const CANARY_WAT: &str = r#"
           (if (i64.ne (i64.load (i32.add (local.get $addr) (i32.const 40000))) (i64.const 0))
             (then (local.set $bad (i32.add (local.get $bad) (i32.const 1)))))))
       (local.set $p (i32.add (local.get $p) (i32.const 1)))
-      (br_if $pages (i32.lt_u (local.get $p) (i32.const 512))))
-    (if (i32.ne (memory.grow (i32.const 16)) (i32.const 512))
+      (br_if $pages (i32.lt_u (local.get $p) (i32.const {pages}))))
+    (if (i32.ne (memory.grow (i32.const 16)) (i32.const {pages}))
       (then (local.set $bad (i32.add (local.get $bad) (i32.const 1000)))))
     (loop $grown
       (if (i64.ne (i64.load (i32.mul (local.get $p) (i32.const 65536))) (i64.const 0))
         (then (local.set $bad (i32.add (local.get $bad) (i32.const 1)))))
       (local.set $p (i32.add (local.get $p) (i32.const 1)))
-      (br_if $grown (i32.lt_u (local.get $p) (i32.const 528))))
+      (br_if $grown (i32.lt_u (local.get $p) (i32.const {grown}))))
     (local.get $bad))
 )
-"#;
+"#
+    )
+}
 
-/// Places the canary writes its secret to: two per touched page, one per grown page.
-pub const CANARY_PLACES: u32 = 2 * (8 + (PAGES - 8) / 2) + 16;
+/// Places the canary writes its secret to in a memory of `pages`: two per touched page, one
+/// per grown page.
+fn places(pages: u32) -> u32 {
+    2 * (8 + (pages - 8) / 2) + 16
+}
 
 /// What one canary run saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CanaryReport {
+    /// Places the secret was written to.
+    pub places: u32,
     /// Places that still held the secret (or anything but the image) in the writer's own
-    /// instance: [`CANARY_PLACES`] when the writes landed, which shows the check can fail.
+    /// instance: `places` when the writes landed, which shows the check can fail.
     pub seen_by_writer: u32,
     /// Places that did not hold the image's bytes in the next instance of the slot: 0 when
     /// the slot was reset completely.
@@ -98,9 +113,16 @@ fn store(engine: &Engine) -> Store<()> {
     store
 }
 
-/// Run the canary once on `engine`'s allocator.
-pub(crate) fn run(engine: &Engine) -> anyhow::Result<CanaryReport> {
-    let module = Module::new(engine, wat::parse_str(CANARY_WAT)?)?;
+impl CanaryReport {
+    /// The writes landed and the next instance saw none of them.
+    pub fn passed(&self) -> bool {
+        self.leaked == 0 && self.seen_by_writer == self.places
+    }
+}
+
+/// Run the canary once on `engine`'s allocator, with a memory of `pages`.
+pub(crate) fn run(engine: &Engine, pages: u32) -> anyhow::Result<CanaryReport> {
+    let module = Module::new(engine, wat::parse_str(canary_wat(pages))?)?;
     let secret = random_nonzero();
     let seen_by_writer = {
         let mut store = store(engine);
@@ -108,8 +130,8 @@ pub(crate) fn run(engine: &Engine) -> anyhow::Result<CanaryReport> {
         let write = instance.get_typed_func::<i64, ()>(&mut store, "write")?;
         let check = instance.get_typed_func::<(), u32>(&mut store, "check")?;
         write.call(&mut store, secret)?;
-        // The writer's own memory is now 528 pages: subtract the size mismatch and the failed
-        // grow that `check` counts on top of the places.
+        // The writer's own memory has grown by 16 pages: subtract the size mismatch and the
+        // failed grow that `check` counts on top of the places.
         check.call(&mut store, ())?.saturating_sub(2000)
     };
     let mut store = store(engine);
@@ -117,6 +139,7 @@ pub(crate) fn run(engine: &Engine) -> anyhow::Result<CanaryReport> {
     let check = instance.get_typed_func::<(), u32>(&mut store, "check")?;
     let leaked = check.call(&mut store, ())?;
     Ok(CanaryReport {
+        places: places(pages),
         seen_by_writer,
         leaked,
     })

@@ -16,6 +16,7 @@ use crate::limits::Limits;
 use crate::runtime::Runtime;
 use crate::sandbox::{fuel_consumed, guarded, new_store};
 use crate::state::{LogLine, RewardRecord};
+use crate::text::escape_control;
 
 /// A JSON value held as its compact text and shared: a dataset row or a workflow config is
 /// serialized once, and every episode given it gets the same text (the guest receives JSON
@@ -220,7 +221,7 @@ pub struct EpisodeSummary<'a> {
 impl EpisodeReport {
     /// The report of an episode refused before it ran (nothing captured, nothing spent).
     fn refused(id: String, fault: GuestFault) -> EpisodeReport {
-        tracing::warn!(episode = %id, kind = fault.kind(), "episode refused: {fault}");
+        tracing::warn!(episode = %escape_control(&id), kind = fault.kind(), "episode refused: {}", escape_control(&fault.to_string()));
         EpisodeReport {
             id,
             outcome: EpisodeOutcome::Failed(fault),
@@ -342,7 +343,12 @@ impl Runtime {
             reward_calls: ctx.reward_calls,
         };
         if let EpisodeOutcome::Failed(f) = &report.outcome {
-            tracing::warn!(episode = %report.id, kind = f.kind(), "episode failed: {f}");
+            tracing::warn!(
+                episode = %escape_control(&report.id),
+                kind = f.kind(),
+                "episode failed: {}",
+                escape_control(&f.to_string())
+            );
         }
         report
     }

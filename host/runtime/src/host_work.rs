@@ -8,7 +8,8 @@
 //!   fuel at [`HOST_FUEL_PER_MS`]: taken from the store at the next epoch tick of the guest,
 //!   or when the episode returns, so a guest cannot escape its budget by having the host work
 //!   for it. An episode whose charge passes what it has left ends `out_of_fuel`.
-//! * **Accounting.** The CPU time is summed in the episode report (`host_cpu`).
+//! * **Accounting.** The CPU time is summed in the episode report (`host_cpu`): the thread's
+//!   CPU clock for work on the blocking pool, the monotonic clock for short work done inline.
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,15 @@ fn thread_cpu() -> Duration {
         ts.tv_sec.max(0) as u64,
         ts.tv_nsec.clamp(0, 999_999_999) as u32,
     )
+}
+
+/// `f` and the time it took by the monotonic clock: for short host work done inline on an
+/// async worker (it does not yield, so this is its CPU time plus any preemption), where the
+/// thread CPU clock's two system calls (~1 µs each here) would cost more than the work.
+pub(crate) fn timed_inline<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed())
 }
 
 /// `f` and the CPU time it took on this thread.

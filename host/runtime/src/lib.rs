@@ -52,6 +52,7 @@ mod services;
 mod slots;
 mod state;
 mod tensor;
+mod text;
 mod tokenizer;
 mod tools;
 mod untrusted;
@@ -59,10 +60,11 @@ mod vision;
 mod world;
 
 pub use budget::{
-    ADMISSION_WAIT, DEFAULT_BUDGET_PERCENT, HIGH_WATER_PERCENT, HostMemory, Reservation,
-    TOKENIZER_BYTES_PER_INPUT_BYTE, default_budget, host_memory,
+    ADMISSION_WAIT, DEFAULT_BUDGET_PERCENT, HIGH_WATER_PERCENT, HostMemory,
+    LINEAR_MEMORY_ALLOWANCE, Reservation, TENSOR_RESERVATION_CHUNK, TOKENIZER_BYTES_PER_INPUT_BYTE,
+    default_budget, host_memory,
 };
-pub use canary::{CANARY_PLACES, CanaryReport};
+pub use canary::CanaryReport;
 pub use component::{
     ComponentInfo, MAX_COMPONENT_FILE_BYTES, RewardComponent, ToolComponent, WorkflowComponent,
 };
@@ -79,6 +81,7 @@ pub use runtime::{
 };
 pub use services::{Services, reward_reserve, tool_calls_per_episode};
 pub use state::{LogLine, MAX_TABLE_ELEMENTS, RewardRecord};
+pub use text::escape_control;
 pub use tools::MAX_CALL_MANY_CALLS;
 pub use untrusted::{
     CallPolicy, CallReport, DEFERRED_TEARDOWN_BYTES, MAX_REAP_BACKLOG, MAX_TOOL_DESCRIPTION_BYTES,

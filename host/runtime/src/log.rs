@@ -6,6 +6,7 @@
 use crate::bindings::log::{self, Level};
 use crate::fault::truncate;
 use crate::state::{LogLine, StoreState};
+use crate::text::escape_control;
 
 impl StoreState {
     fn log_room(&mut self) -> bool {
@@ -31,7 +32,12 @@ impl log::Host for StoreState {
             Level::Warn => "warn",
             Level::Error => "error",
         };
-        tracing::debug!(episode = %self.ctx.id, level, "guest: {message}");
+        tracing::debug!(
+            episode = %escape_control(&self.ctx.id),
+            level,
+            "guest: {}",
+            escape_control(&message)
+        );
         self.ctx.logs.push(LogLine { level, message });
         Ok(())
     }

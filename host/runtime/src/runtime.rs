@@ -140,13 +140,13 @@ impl Runtime {
         let (mut engine, mut pooled) = build_engine(&config, PoolKind::Default)?;
         // The isolation canary on every pool before any guest runs: a pool whose reset left a
         // previous instance's bytes in a slot is rebuilt without the mechanism at fault.
-        if pooled && !canary_passes(&engine, "default") {
+        if pooled && !canary_passes(&engine, PoolKind::Default) {
             if config.pagemap_scan {
                 tracing::warn!("turning the dirty-page scan (PAGEMAP_SCAN) off");
                 config.pagemap_scan = false;
                 (engine, pooled) = build_engine(&config, PoolKind::Default)?;
             }
-            if pooled && !canary_passes(&engine, "default") {
+            if pooled && !canary_passes(&engine, PoolKind::Default) {
                 tracing::warn!("turning the pooling allocator off");
                 config.pooling = false;
                 (engine, pooled) = build_engine(&config, PoolKind::Default)?;
@@ -155,7 +155,9 @@ impl Runtime {
         let default_pool = Pool::new(engine.clone())?;
         let snapshot_pool = if pooled && config.snapshot_pool {
             match build_engine(&config, PoolKind::Snapshot)? {
-                (engine, true) if canary_passes(&engine, "snapshot") => Some(Pool::new(engine)?),
+                (engine, true) if canary_passes(&engine, PoolKind::Snapshot) => {
+                    Some(Pool::new(engine)?)
+                }
                 _ => None,
             }
         } else {
@@ -190,9 +192,15 @@ impl Runtime {
     /// Run the isolation canary again on each pool: `(pool, report)` for `default` and, when
     /// there is one, `snapshot`.
     pub fn isolation_canary(&self) -> Vec<(&'static str, anyhow::Result<CanaryReport>)> {
-        let mut out = vec![("default", crate::canary::run(&self.default_pool.engine))];
+        let mut out = vec![(
+            "default",
+            crate::canary::run(&self.default_pool.engine, PoolKind::Default.canary_pages()),
+        )];
         if let Some(p) = &self.snapshot_pool {
-            out.push(("snapshot", crate::canary::run(&p.engine)));
+            out.push((
+                "snapshot",
+                crate::canary::run(&p.engine, PoolKind::Snapshot.canary_pages()),
+            ));
         }
         out
     }
@@ -335,23 +343,34 @@ fn build_engine(config: &RuntimeConfig, kind: PoolKind) -> anyhow::Result<(Engin
     Ok((engine, false))
 }
 
-/// Whether the isolation canary finds `engine`'s slots clean (logs why not).
-fn canary_passes(engine: &Engine, pool: &str) -> bool {
-    match crate::canary::run(engine) {
-        Ok(r) if r.leaked == 0 && r.seen_by_writer == crate::canary::CANARY_PLACES => true,
+impl PoolKind {
+    /// The isolation canary's memory for this pool.
+    fn canary_pages(self) -> u32 {
+        match self {
+            PoolKind::Default => crate::canary::DEFAULT_POOL_PAGES,
+            PoolKind::Snapshot => crate::canary::SNAPSHOT_POOL_PAGES,
+        }
+    }
+}
+
+/// Whether the isolation canary finds the slots of `engine` (a pool of `kind`) clean; logs
+/// why not.
+fn canary_passes(engine: &Engine, kind: PoolKind) -> bool {
+    let pool = format!("{kind:?}").to_lowercase();
+    match crate::canary::run(engine, kind.canary_pages()) {
+        Ok(r) if r.passed() => true,
         Ok(r) => {
             tracing::warn!(
-                pool,
-                leaked = r.leaked,
-                seen_by_writer = r.seen_by_writer,
-                "isolation canary: a reused slot kept {} of {} places of the previous instance's memory",
+                pool = %pool,
+                "isolation canary: a reused slot kept {} of {} places of the previous instance's memory (the writer saw {})",
                 r.leaked,
-                crate::canary::CANARY_PLACES
+                r.places,
+                r.seen_by_writer
             );
             false
         }
         Err(e) => {
-            tracing::warn!(pool, "isolation canary could not run: {e:#}");
+            tracing::warn!(pool = %pool, "isolation canary could not run: {e:#}");
             false
         }
     }

@@ -12,7 +12,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::budget::{Reservation, host_memory};
+use crate::budget::{LINEAR_MEMORY_ALLOWANCE, Reservation, host_memory};
 use crate::limits::Limits;
 use crate::services::Services;
 
@@ -120,7 +120,8 @@ pub struct EpisodeCtx {
     /// Fuel charged for host work and not yet taken from the store.
     pub(crate) host_fuel_debt: u64,
     /// The host tensors' share of the host-wide memory budget (as cumulative as
-    /// `tensor_bytes`); an accepted episode's trajectory takes it over.
+    /// `tensor_bytes`, taken in `TENSOR_RESERVATION_CHUNK`s); an accepted episode's trajectory
+    /// takes it over.
     pub(crate) memory: Reservation,
 }
 
@@ -176,6 +177,8 @@ pub struct LogLine {
 pub struct MemoryLimiter {
     max_bytes: usize,
     peak_bytes: usize,
+    /// The store's linear memories together, bytes.
+    total_bytes: usize,
     reserved: Reservation,
 }
 
@@ -201,6 +204,7 @@ impl MemoryLimiter {
         MemoryLimiter {
             max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
             peak_bytes: 0,
+            total_bytes: 0,
             reserved: Reservation::default(),
         }
     }
@@ -225,10 +229,17 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
             }));
         }
         // Called with current = 0 when a memory is created, so every byte of every memory of
-        // the store is reserved, until the store is dropped.
-        let more = desired.saturating_sub(current);
+        // the store past its first `LINEAR_MEMORY_ALLOWANCE` is reserved, until the store is
+        // dropped.
+        self.total_bytes = self
+            .total_bytes
+            .saturating_add(desired.saturating_sub(current));
+        let more = self
+            .total_bytes
+            .saturating_sub(LINEAR_MEMORY_ALLOWANCE)
+            .saturating_sub(self.reserved.bytes());
         let host = host_memory();
-        if !self.reserved.grow(host, more) {
+        if more > 0 && !self.reserved.grow(host, more) {
             return Err(wasmtime::Error::new(HostMemoryExhausted(
                 host.exhausted("growing a linear memory", more),
             )));

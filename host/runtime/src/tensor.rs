@@ -12,7 +12,7 @@ use wasmtime::component::Resource;
 
 use crate::bindings::tensor::{self, Dtype, TensorData};
 use crate::bindings::types::Error;
-use crate::budget::host_memory;
+use crate::budget::{TENSOR_RESERVATION_CHUNK, host_memory};
 use crate::state::StoreState;
 
 fn from_wit(data: TensorData) -> Data {
@@ -87,8 +87,17 @@ impl StoreState {
             ))?;
             return Ok(Err(Error::LimitExceeded(msg)));
         }
+        // Reserved from the host budget a chunk at a time (the exact amount when a chunk
+        // does not fit).
         let host = host_memory();
-        if !self.ctx.memory.grow_bulk(host, bytes) {
+        let missing = (self.ctx.tensor_bytes + bytes).saturating_sub(self.ctx.memory.bytes());
+        if missing > 0
+            && !self
+                .ctx
+                .memory
+                .grow_bulk(host, missing.max(TENSOR_RESERVATION_CHUNK))
+            && !self.ctx.memory.grow_bulk(host, missing)
+        {
             let msg = self.ctx.refuse(host.exhausted("a tensor", bytes))?;
             return Ok(Err(Error::LimitExceeded(msg)));
         }

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::bindings::tokenizer::{self, ChatOptions, SpecialTokenIds};
 use crate::bindings::types::Error;
 use crate::budget::{TOKENIZER_BYTES_PER_INPUT_BYTE, host_memory};
-use crate::host_work::{offload, past_deadline, timed};
+use crate::host_work::{offload, past_deadline, timed_inline};
 use crate::state::StoreState;
 
 fn no_tokenizer() -> Error {
@@ -95,7 +95,7 @@ impl StoreState {
             return Ok(Err(Error::LimitExceeded(msg)));
         };
         let (result, cpu) = if input_bytes <= OFFLOAD_BYTES {
-            timed(|| f(&t))
+            timed_inline(|| f(&t))
         } else {
             offload(move || f(&t)).await?
         };

@@ -18,6 +18,7 @@ use crate::runtime::Runtime;
 use crate::sandbox::{GuestFuture, fuel_consumed, guarded, new_store};
 use crate::services::Services;
 use crate::state::StoreState;
+use crate::text::escape_control;
 
 /// What one attempt of a reward or tool call produced and cost.
 #[derive(Debug, Clone)]
@@ -494,7 +495,8 @@ where
                 tracing::warn!(
                     component = name,
                     attempt = tally.attempts,
-                    "{what} attempt failed: {f}"
+                    "{what} attempt failed: {}",
+                    escape_control(&f.to_string())
                 );
                 last = Some(f);
             }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Args;
-use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, Runtime, RuntimeConfig};
+use rollbox_runtime::{
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, Runtime, RuntimeConfig, escape_control,
+};
 
 use super::{ComponentArgs, parse_object};
 use crate::limits::LimitArgs;
@@ -109,9 +111,12 @@ fn print_json(report: &EpisodeReport, sha: &str) -> anyhow::Result<()> {
 }
 
 fn print_text(report: &EpisodeReport) {
+    // Everything a guest chose (its fault's message, metadata, reward errors, stats, logs,
+    // output) is shown with control characters escaped: no forged lines, no terminal escapes.
+    let e = |s: &str| escape_control(s).into_owned();
     println!(
         "episode  {} ({:.1} ms, {} generate calls, {} tokens)",
-        report.id,
+        e(&report.id),
         report.wall.as_secs_f64() * 1e3,
         report.generate_calls,
         report.generated_tokens
@@ -121,40 +126,41 @@ fn print_text(report: &EpisodeReport) {
             println!("accepted {} tensors", t.tensors.len());
             for (name, tensor) in &t.tensors {
                 println!(
-                    "  {name:<16} {:<5} {:?}",
+                    "  {:<16} {:<5} {:?}",
+                    e(name),
                     tensor.dtype().name(),
                     tensor.shape()
                 );
             }
-            println!("metadata {}", t.metadata_json);
+            println!("metadata {}", e(t.metadata_json.as_str()));
         }
         EpisodeOutcome::Rejected => println!("rejected (the workflow returned nothing)"),
-        EpisodeOutcome::Failed(f) => println!("failed   [{}] {f}", f.kind()),
+        EpisodeOutcome::Failed(f) => println!("failed   [{}] {}", f.kind(), e(&f.to_string())),
     }
     for c in &report.reward_calls {
         println!(
             "reward   {} = {} ({} attempts, {:.2} ms{}{})",
-            c.name,
+            e(&c.name),
             c.value.map_or_else(|| "none".into(), |v| v.to_string()),
             c.attempts,
             c.wall_us as f64 / 1e3,
             if c.timed_out { ", timed out" } else { "" },
             c.error
                 .as_deref()
-                .map(|e| format!(", {e}"))
+                .map(|x| format!(", {}", e(x)))
                 .unwrap_or_default()
         );
     }
     for (k, v) in &report.stats {
-        println!("stat     {k} = {v}");
+        println!("stat     {} = {v}", e(k));
     }
     for l in &report.logs {
-        println!("log      [{}] {}", l.level, l.message);
+        println!("log      [{}] {}", l.level, e(&l.message));
     }
     if !report.stdout.is_empty() {
-        println!("stdout   {}", report.stdout.trim_end());
+        println!("stdout   {}", e(report.stdout.trim_end()));
     }
     if !report.stderr.is_empty() {
-        println!("stderr   {}", report.stderr.trim_end());
+        println!("stderr   {}", e(report.stderr.trim_end()));
     }
 }

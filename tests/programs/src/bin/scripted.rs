@@ -4,7 +4,8 @@
 //! `data["extra"][sample_index] = {"dtype": "i32"|"f32", "shape": [..]}` it adds a zero-filled
 //! tensor `extra` of that dtype and shape (hostile groups: dtypes or padded sizes that cannot
 //! be assembled). Its metadata is `{"sample": i, "note": data["note"]}`. `data["rid"]` sets the
-//! request's rid (a forged one, for routing tests).
+//! request's rid (a forged one, for routing tests); `data["message"]` is a failure's message,
+//! also printed to stdout (hostile text, for log-forging tests).
 use rollbox_sdk::tensor::{Tensor, TensorData};
 use rollbox_sdk::trajectory::single_turn;
 use rollbox_sdk::{Episode, GenConfig, ModelRequest, Output, Workflow, engine};
@@ -17,7 +18,9 @@ impl Workflow for Scripted {
     fn run_episode(e: Episode) -> Result<Option<Output>, rollbox_sdk::Error> {
         let i = e.sample_index;
         if has(&e.data["fail"], i) {
-            return Err(format!("scripted failure of sample {i}").into());
+            let message = e.data["message"].as_str().unwrap_or("scripted failure");
+            print!("{message}");
+            return Err(format!("{message} of sample {i}").into());
         }
         if has(&e.data["reject"], i) {
             return Ok(None);
