@@ -515,3 +515,40 @@ fn guest_text_cannot_forge_log_lines_or_drive_the_terminal() {
     );
     assert!(stderr.contains("oops\\n2099"), "{stderr}");
 }
+
+/// Files the operator names are opened like component files (issue 32, part 5): a device, a
+/// FIFO or a directory given as `--tokenizer`, `--engine replay:` or `--engine embedded:` is a
+/// clear error at once (before, `/dev/zero` was read without bound and a FIFO blocked for
+/// ever).
+#[test]
+fn operator_paths_must_be_regular_files() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let fifo = tmp.path().join("fifo");
+    let c_path = std::ffi::CString::new(fifo.display().to_string()).expect("path");
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.display().to_string();
+    let dir = tmp.path().display().to_string();
+    for (flag, value) in [
+        ("--tokenizer", "/dev/zero".to_string()),
+        ("--tokenizer", fifo.clone()),
+        ("--engine", "replay:/dev/zero".to_string()),
+        ("--engine", format!("replay:{fifo}")),
+        ("--engine", format!("replay:{dir}")),
+        ("--engine", "embedded:/dev/zero".to_string()),
+        ("--engine", format!("embedded:{fifo}")),
+    ] {
+        let start = std::time::Instant::now();
+        let (ok, _, err) = rollbox(&["run", c::TRIVIAL, flag, &value], tmp.path());
+        assert!(!ok, "{flag} {value} was accepted");
+        assert!(
+            err.contains("not a regular file") || err.contains("is a directory"),
+            "{flag} {value}: {err}"
+        );
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "{flag} {value} took {:?}",
+            start.elapsed()
+        );
+    }
+}

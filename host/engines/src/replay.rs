@@ -38,6 +38,10 @@ struct Record {
 /// One prompt's recordings: (sample, repeat) when recorded from an episode, the answer.
 type Recordings = Vec<(Option<(u32, u32)>, GenerateResponse)>;
 
+/// Largest replay file read, bytes. Guards memory against a wrong path (`replay:/dev/zero` is
+/// refused as not a regular file before anything is read).
+pub const MAX_REPLAY_FILE_BYTES: u64 = 4 << 30;
+
 /// Serves recorded responses keyed by prompt token ids.
 pub struct ReplayBackend {
     answers: HashMap<Vec<u32>, (Recordings, AtomicUsize)>,
@@ -47,10 +51,12 @@ pub struct ReplayBackend {
 impl ReplayBackend {
     /// Read a replay file.
     pub fn from_file(path: &std::path::Path) -> Result<Self, EngineError> {
-        let text = std::fs::read_to_string(path).map_err(|e| EngineError::Config {
-            path: path.display().to_string(),
-            message: format!("cannot read replay file: {e}"),
-        })?;
+        let text = rollbox_tokenizer::file::read_capped_text(path, MAX_REPLAY_FILE_BYTES).map_err(
+            |e| EngineError::Config {
+                path: path.display().to_string(),
+                message: format!("cannot read replay file: {e}"),
+            },
+        )?;
         Self::from_jsonl_str(&text).map_err(|e| match e {
             EngineError::Config { message, .. } => EngineError::Config {
                 path: path.display().to_string(),

@@ -69,7 +69,7 @@ impl GgufMetadata {
 
     /// Read the metadata of the GGUF file at `path`.
     pub fn read(path: &Path) -> Result<Self, TokenizerError> {
-        let file = std::fs::File::open(path).map_err(|e| TokenizerError::Io {
+        let file = crate::file::open_regular(path).map_err(|e| TokenizerError::Io {
             path: path.display().to_string(),
             source: e,
         })?;

@@ -22,6 +22,7 @@
 
 mod bpe;
 mod decode;
+pub mod file;
 pub mod gguf;
 mod load;
 mod template;

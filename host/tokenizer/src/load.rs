@@ -7,6 +7,7 @@ use tokenizers::Tokenizer;
 
 use crate::bpe::ByteLevelBpe;
 use crate::decode::ByteLevelDecoder;
+use crate::file::{MAX_TOKENIZER_FILE_BYTES, read_capped, read_capped_text};
 use crate::gguf::{GgufMetadata, GgufValue};
 use crate::template::{ChatOptions, ChatTemplate};
 use crate::{MAX_DECODE_TOKENS, MAX_TEXT_BYTES, TokenizerError};
@@ -56,7 +57,7 @@ fn tk(e: impl std::fmt::Display) -> TokenizerError {
 /// `chat_template`, if either exists.
 fn side_template(dir: &Path) -> Result<Option<String>, TokenizerError> {
     let read = |p: &Path| {
-        std::fs::read_to_string(p).map_err(|e| TokenizerError::Io {
+        read_capped_text(p, MAX_TOKENIZER_FILE_BYTES).map_err(|e| TokenizerError::Io {
             path: p.display().to_string(),
             source: e,
         })
@@ -106,15 +107,23 @@ impl HostTokenizer {
         tokenizer_json: &Path,
         config: Option<&Path>,
     ) -> Result<Self, TokenizerError> {
-        let inner = Tokenizer::from_file(tokenizer_json).map_err(|e| TokenizerError::Format {
+        let bytes = read_capped(tokenizer_json, MAX_TOKENIZER_FILE_BYTES).map_err(|e| {
+            TokenizerError::Io {
+                path: tokenizer_json.display().to_string(),
+                source: e,
+            }
+        })?;
+        let inner = Tokenizer::from_bytes(&bytes).map_err(|e| TokenizerError::Format {
             path: tokenizer_json.display().to_string(),
             message: e.to_string(),
         })?;
         let config: Value = match config.filter(|p| p.is_file()) {
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|e| TokenizerError::Io {
-                    path: p.display().to_string(),
-                    source: e,
+                let text = read_capped_text(p, MAX_TOKENIZER_FILE_BYTES).map_err(|e| {
+                    TokenizerError::Io {
+                        path: p.display().to_string(),
+                        source: e,
+                    }
                 })?;
                 serde_json::from_str(&text).map_err(|e| TokenizerError::Format {
                     path: p.display().to_string(),

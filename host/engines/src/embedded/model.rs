@@ -159,7 +159,8 @@ impl Model {
     /// Load a llama-architecture GGUF file. With `dense`, weight matrices are also kept
     /// dequantized (f32) for prefill and batched decode (about 4 bytes per parameter more).
     pub fn load(path: &Path, format: WeightFormat, dense: bool, device: &Device) -> Result<Model> {
-        let mut file = std::fs::File::open(path)?;
+        let mut file = rollbox_tokenizer::file::open_regular(path)
+            .map_err(|e| candle_core::Error::Msg(format!("{}: {e}", path.display())))?;
         let ct = gguf_file::Content::read(&mut file)?;
         let arch = ct
             .metadata
