@@ -255,15 +255,8 @@ impl Rollout {
                     accepted.push((s as u32, t));
                 }
                 EpisodeOutcome::Rejected => p.rejected_or_failed += 1,
-                EpisodeOutcome::Failed(f) => {
-                    p.rejected_or_failed += 1;
-                    tracing::warn!(
-                        episode = %escape_control(&r.id),
-                        kind = f.kind(),
-                        "episode failed: {}",
-                        escape_control(&f.to_string())
-                    );
-                }
+                // The runtime has already logged the failure (once, escaped).
+                EpisodeOutcome::Failed(_) => p.rejected_or_failed += 1,
             }
         }
         let scored = group::judge(&accepted, schema, &self.options.group_policy())?;

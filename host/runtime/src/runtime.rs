@@ -140,13 +140,13 @@ impl Runtime {
         let (mut engine, mut pooled) = build_engine(&config, PoolKind::Default)?;
         // The isolation canary on every pool before any guest runs: a pool whose reset left a
         // previous instance's bytes in a slot is rebuilt without the mechanism at fault.
-        if pooled && !canary_passes(&engine, PoolKind::Default) {
+        if pooled && !canary_passes(&engine, PoolKind::Default, &config) {
             if config.pagemap_scan {
                 tracing::warn!("turning the dirty-page scan (PAGEMAP_SCAN) off");
                 config.pagemap_scan = false;
                 (engine, pooled) = build_engine(&config, PoolKind::Default)?;
             }
-            if pooled && !canary_passes(&engine, PoolKind::Default) {
+            if pooled && !canary_passes(&engine, PoolKind::Default, &config) {
                 tracing::warn!("turning the pooling allocator off");
                 config.pooling = false;
                 (engine, pooled) = build_engine(&config, PoolKind::Default)?;
@@ -155,7 +155,7 @@ impl Runtime {
         let default_pool = Pool::new(engine.clone())?;
         let snapshot_pool = if pooled && config.snapshot_pool {
             match build_engine(&config, PoolKind::Snapshot)? {
-                (engine, true) if canary_passes(&engine, PoolKind::Snapshot) => {
+                (engine, true) if canary_passes(&engine, PoolKind::Snapshot, &config) => {
                     Some(Pool::new(engine)?)
                 }
                 _ => None,
@@ -353,9 +353,26 @@ impl PoolKind {
     }
 }
 
-/// Whether the isolation canary finds the slots of `engine` (a pool of `kind`) clean; logs
-/// why not.
-fn canary_passes(engine: &Engine, kind: PoolKind) -> bool {
+/// Whether the isolation canary finds the slots of `engine` (a pool of `kind`, built from
+/// `config`) clean; logs why not. Run once per process for each pool configuration: another
+/// runtime with the same settings runs on the same kernel and allocator code, and the
+/// canary's compile and 20 MiB of writes would otherwise be paid by every `Runtime::new`
+/// (hundreds in a test run, one per Python `Host`). `Runtime::isolation_canary` always runs it.
+fn canary_passes(engine: &Engine, kind: PoolKind, config: &RuntimeConfig) -> bool {
+    type Key = (PoolKind, bool, usize);
+    static SEEN: std::sync::Mutex<Vec<(Key, bool)>> = std::sync::Mutex::new(Vec::new());
+    let key = (kind, config.pagemap_scan, config.keep_resident_bytes);
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, passed)) = seen.iter().find(|(k, _)| *k == key) {
+        return *passed;
+    }
+    let passed = run_canary(engine, kind);
+    seen.push((key, passed));
+    passed
+}
+
+/// Run the isolation canary on `engine` (a pool of `kind`); logs why it failed.
+fn run_canary(engine: &Engine, kind: PoolKind) -> bool {
     let pool = format!("{kind:?}").to_lowercase();
     match crate::canary::run(engine, kind.canary_pages()) {
         Ok(r) if r.passed() => true,

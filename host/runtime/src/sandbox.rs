@@ -51,8 +51,8 @@ pub(crate) fn new_store(
         // A store starts with zero fuel; unmetered stores get effectively unlimited fuel.
         let _ = store.set_fuel(limits.fuel.unwrap_or(u64::MAX));
     }
-    let deadline = Instant::now() + limits.timeout;
-    store.data_mut().ctx.deadline = deadline;
+    // The deadline the store's state was made with (host calls check the same one).
+    let deadline = store.data().ctx.deadline;
     store.set_epoch_deadline(1);
     let mut ticks_running = 0;
     store.epoch_deadline_callback(move |mut cx| {
