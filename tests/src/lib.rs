@@ -25,6 +25,18 @@ pub fn fixed_backend(delay: Duration) -> FakeBackend {
     FakeBackend::fixed(vec![7, 8, 2], vec![-0.1, -0.2, -0.3], StopReason::Stop).with_delay(delay)
 }
 
+/// The peak resident memory of process `pid` so far (`VmHWM`), bytes (0 once it is gone).
+pub fn peak_rss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb << 10)
+}
+
 /// Compiled-component cache shared by the tests of one target directory.
 pub fn test_cache_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -67,7 +67,7 @@ fn missing_files_core_modules_and_garbage_are_refused() {
     let rt = runtime();
     let dir = tempfile::tempdir().expect("tempdir");
     let err = rt
-        .load_workflow(&dir.path().join("nope.wasm"))
+        .load_workflow(dir.path().join("nope.wasm"))
         .err()
         .expect("missing");
     assert!(

@@ -3,6 +3,7 @@
 
 mod common;
 mod concat;
+mod datasets;
 mod engine;
 mod rewards;
 mod rollout;
@@ -137,6 +138,17 @@ enum Bench {
         /// The C GSM8K reward (zig; built by the tests).
         #[arg(long, default_value = "target/wasm-guests/c/gsm8k_reward_c.wasm")]
         c: PathBuf,
+    },
+    /// Reading a 1,000,000-row dataset as JSONL and as a JSON array: rows/s and RSS through
+    /// `Dataset` (rows parsed within their budget, arrays streamed), next to the reader before
+    /// issue 32 (unbounded parse, arrays read whole), interleaved.
+    Datasets {
+        /// Rows in the generated datasets.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: usize,
+        /// Interleaved rounds.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
     },
     /// concat-padded of 512 RLVR-shaped dicts (lengths 100..2000, 7 per-token keys), median of
     /// 20 runs, next to AReaL's `concat_padded_tensors` on the same shapes when torch is there.
@@ -307,6 +319,7 @@ async fn run(which: Bench) -> anyhow::Result<()> {
             let setup = rollout::RolloutSetup::new(&setup, latency, config)?;
             rollout::soak(&setup, rows, in_flight, latency).await
         }
+        Bench::Datasets { rows, rounds } => datasets::run(rows, rounds),
         Bench::Concat {
             runs,
             python,

@@ -3,10 +3,13 @@
 //! `rollbox rollout arith`), so that the defaults do not depend on the working directory.
 //!
 //! A name is used when no file of that name exists: a path always wins. A built-in component
-//! is written once to the component cache (`$ROLLBOX_CACHE_DIR/builtin/`, by its sha256) and
-//! loaded from there like any file.
+//! is loaded from the bytes compiled into the binary ([`ComponentSource::Bytes`], shown as
+//! `builtin:NAME`); it is never written to a directory and read back, so nobody who can write a
+//! cache directory can swap it.
 
 use std::path::{Path, PathBuf};
+
+use rollbox_runtime::ComponentSource;
 
 use sha2::{Digest as _, Sha256};
 
@@ -40,48 +43,23 @@ impl Builtin {
         hex::encode(Sha256::digest(self.bytes))
     }
 
-    /// The component as a file in the cache, written (atomically) on first use.
-    pub fn path(&self) -> anyhow::Result<PathBuf> {
-        self.write_to(&cache_dir())
-    }
-
-    /// The component as a file in `dir`, written unless that file already holds exactly
-    /// these bytes (a file of the right name and size but other content is replaced: the run
-    /// must load what is built in, and its provenance says so).
-    fn write_to(&self, dir: &Path) -> anyhow::Result<PathBuf> {
-        let sha = self.sha256();
-        let path = dir.join(format!("{}-{}.wasm", self.name, &sha[..16]));
-        let same = std::fs::metadata(&path)
-            .is_ok_and(|m| m.is_file() && m.len() == self.bytes.len() as u64)
-            && std::fs::read(&path).is_ok_and(|b| b == self.bytes);
-        if same {
-            return Ok(path);
+    /// The component, from the binary's own bytes.
+    pub fn source(&self) -> ComponentSource {
+        ComponentSource::Bytes {
+            name: PathBuf::from(format!("builtin:{}", self.name)),
+            bytes: self.bytes,
         }
-        std::fs::create_dir_all(dir)
-            .and_then(|()| rollbox_tensor::write_atomic(&path, self.bytes))
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "writing the built-in component `{}` to {}: {e}; set ROLLBOX_CACHE_DIR to a writable folder",
-                    self.name,
-                    path.display()
-                )
-            })?;
-        Ok(path)
     }
-}
-
-fn cache_dir() -> PathBuf {
-    rollbox_runtime::default_cache_dir()
-        .and_then(|c| c.parent().map(Path::to_path_buf))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("builtin")
 }
 
 /// A built-in component of any world named `spec`, when `spec` is a bare name and no such
 /// file exists (`rollbox inspect calculator`); `None` otherwise.
-pub fn resolve_any(spec: &Path) -> Option<anyhow::Result<PathBuf>> {
+pub fn resolve_any(spec: &Path) -> Option<ComponentSource> {
     let name = bare_name(spec).filter(|_| !spec.exists())?;
-    BUILTINS.iter().find(|b| b.name == name).map(Builtin::path)
+    BUILTINS
+        .iter()
+        .find(|b| b.name == name)
+        .map(Builtin::source)
 }
 
 /// `spec` as a built-in's name: lowercase letters, digits, `-` and `_` only.
@@ -111,13 +89,13 @@ pub fn names(world: &str) -> String {
 /// A `world` component given as a path or a built-in name: an existing file, or anything that
 /// is not a bare name (`x.wasm`, `dir/x`), is used as it is; else a built-in of that name; else
 /// an error naming both ways.
-pub fn resolve(world: &str, spec: &Path) -> anyhow::Result<PathBuf> {
+pub fn resolve(world: &str, spec: &Path) -> anyhow::Result<ComponentSource> {
     // A path (or an existing file): as it is; loading it reports a missing file.
     let Some(name) = bare_name(spec).filter(|_| !spec.exists()) else {
-        return Ok(spec.to_path_buf());
+        return Ok(ComponentSource::File(spec.to_path_buf()));
     };
     if let Some(b) = find(world, name) {
-        return b.path();
+        return Ok(b.source());
     }
     anyhow::bail!(
         "{}: no such file, and no built-in {world} of that name (built-in {world}s: {}; `rollbox components` lists them)",
@@ -149,20 +127,20 @@ mod tests {
             assert_eq!(&b.bytes[..8], b"\0asm\x0d\0\x01\0", "{}", b.name);
             assert_eq!(b.sha256().len(), 64);
         }
-        let tmp = tempfile::tempdir().expect("tmp");
         let math = find("reward", "math").expect("math");
-        let path = math.write_to(tmp.path()).expect("written");
-        assert_eq!(std::fs::read(&path).expect("read back"), math.bytes);
-        assert_eq!(math.write_to(tmp.path()).expect("again"), path);
-        // Same name and size, other bytes: replaced by the built-in's.
-        std::fs::write(&path, vec![0u8; math.bytes.len()]).expect("tamper");
-        assert_eq!(math.write_to(tmp.path()).expect("rewritten"), path);
-        assert_eq!(std::fs::read(&path).expect("read back"), math.bytes);
-        let path = resolve("reward", Path::new("math")).expect("built-in math");
-        assert_eq!(std::fs::read(&path).expect("cached"), math.bytes);
+        let bytes_of = |s: ComponentSource| match s {
+            ComponentSource::Bytes { name, bytes } => (name, bytes),
+            ComponentSource::File(p) => panic!("a file: {}", p.display()),
+        };
+        let (name, bytes) = bytes_of(resolve("reward", Path::new("math")).expect("built-in math"));
+        assert_eq!((name.to_str(), bytes), (Some("builtin:math"), math.bytes));
+        assert_eq!(
+            bytes_of(resolve_any(Path::new("calculator")).expect("any world")).0,
+            Path::new("builtin:calculator")
+        );
         // A file wins over a name; an unknown name lists the built-ins.
         let here = resolve("workflow", Path::new("Cargo.toml")).expect("a file");
-        assert_eq!(here, Path::new("Cargo.toml"));
+        assert!(matches!(here, ComponentSource::File(p) if p == Path::new("Cargo.toml")));
         let e = resolve("workflow", Path::new("rlvrr"))
             .expect_err("unknown")
             .to_string();

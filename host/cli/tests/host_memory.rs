@@ -19,18 +19,6 @@ use serde_json::{Value, json};
 /// What the budget does not count, at 64 in flight: 16 MiB per pool slot, and the baseline.
 const SLACK: u64 = 64 * (16 << 20) + (512 << 20);
 
-/// The peak resident memory of `pid` so far (`VmHWM`), bytes (0 once it is gone).
-fn peak_rss(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb << 10)
-}
-
 /// What one run left behind.
 struct Run {
     stats: Value,
@@ -70,7 +58,7 @@ fn rollout(dir: &Path, rows: &[Value], args: &[&str]) -> Run {
         std::thread::spawn(move || {
             let mut peak = 0;
             while !done.load(Ordering::Relaxed) {
-                peak = peak.max(peak_rss(pid));
+                peak = peak.max(rollbox_tests::peak_rss(pid));
                 if peak > 5 << 30 {
                     // SAFETY: signalling our own child, which is not reaped before `done`.
                     unsafe { libc::kill(pid as i32, libc::SIGKILL) };

@@ -218,3 +218,176 @@ fn serve_enforces_fuel() {
         std::panic::resume_unwind(e);
     }
 }
+
+/// Milliseconds one `GET /healthz` takes on a new connection (`None`: no `200 ok`).
+fn health_probe(addr: &str) -> Option<f64> {
+    use std::io::{Read, Write};
+    let start = std::time::Instant::now();
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok()?;
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let text = String::from_utf8_lossy(&raw);
+    (text.starts_with("HTTP/1.1 200") && text.ends_with("ok"))
+        .then(|| start.elapsed().as_secs_f64() * 1e3)
+}
+
+/// `n` health probes 20 ms apart; returns (failures, p50 ms, p99 ms).
+fn probe_health(addr: &str, n: usize) -> (usize, f64, f64) {
+    let mut times = Vec::new();
+    let mut failed = 0;
+    for _ in 0..n {
+        match health_probe(addr) {
+            Some(ms) => times.push(ms),
+            None => failed += 1,
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    times.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        times
+            .get(((times.len() as f64 - 1.0) * q) as usize)
+            .copied()
+    };
+    (
+        failed,
+        at(0.5).unwrap_or(f64::NAN),
+        at(0.99).unwrap_or(f64::NAN),
+    )
+}
+
+/// Issue 32: two clients sending 64 MiB bodies without end (one row holding millions of
+/// values, or millions of rows) and a flood of 1,100 half-open connections from another
+/// address, reopened as fast as they are closed: the bodies are refused within the parse
+/// budget in bounded memory, and health probes keep being answered quickly throughout. An
+/// idle keep-alive connection is closed after the header-read timeout.
+#[test]
+fn serve_stays_healthy_under_body_and_connection_floods() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (mut child, addr) = start_serve(
+        &["--workflow", c::WORKFLOW_RLVR, "--engine", "embedded"],
+        tmp.path(),
+    );
+    let pid = child.id();
+    let result = std::panic::catch_unwind(|| {
+        let (failed, p50, p99) = probe_health(&addr, 50);
+        eprintln!("health, quiet: {failed} failed, p50 {p50:.1} ms, p99 {p99:.1} ms");
+        let baseline = rollbox_tests::peak_rss(pid);
+
+        // Bodies: one row of 64 MiB of `{},` (refused by the row's parse budget), and 64 MiB of
+        // `{},` rows (refused at row 16,385).
+        let mut one_row = b"{\"rows\": [{\"x\": [".to_vec();
+        one_row.extend(b"{},".repeat(((64 << 20) - 64) / 3));
+        one_row.extend(b"{}]}]}");
+        let mut many_rows = b"{\"rows\": [".to_vec();
+        many_rows.extend(b"{},".repeat(((64 << 20) - 64) / 3));
+        many_rows.extend(b"{}]}");
+        let stop = Arc::new(AtomicBool::new(false));
+        let senders: Vec<_> = [(one_row, 400u16), (many_rows, 413)]
+            .into_iter()
+            .map(|(body, want)| {
+                let (stop, addr) = (stop.clone(), addr.clone());
+                std::thread::spawn(move || {
+                    let body = String::from_utf8(body).expect("ascii");
+                    let mut sent = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let (code, answer) = http(&addr, "POST", "/v1/episodes", &body);
+                        assert_eq!(code, want, "{}", String::from_utf8_lossy(&answer));
+                        sent += 1;
+                    }
+                    sent
+                })
+            })
+            .collect();
+        let (failed, p50, p99) = probe_health(&addr, 100);
+        stop.store(true, Ordering::Relaxed);
+        let sent: Vec<usize> = senders
+            .into_iter()
+            .map(|t| t.join().expect("sender"))
+            .collect();
+        let peak = rollbox_tests::peak_rss(pid);
+        eprintln!(
+            "health, during {sent:?} 64 MiB bodies: {failed} failed, p50 {p50:.1} ms, p99 {p99:.1} ms; server peak RSS {} MiB (before {} MiB)",
+            peak >> 20,
+            baseline >> 20
+        );
+        assert_eq!(failed, 0);
+        assert!(
+            p99 <= 250.0,
+            "health p99 {p99:.1} ms while bodies were parsed"
+        );
+        assert!(peak < baseline + (768 << 20), "peak RSS {} MiB", peak >> 20);
+
+        // Half-open connections from 127.0.0.2, kept at 1,100 (closed ones reopened).
+        let stop = Arc::new(AtomicBool::new(false));
+        let flood = {
+            let (stop, addr) = (stop.clone(), addr.clone());
+            std::thread::spawn(move || {
+                let server: std::net::SocketAddr = addr.parse().expect("addr");
+                let mut open: Vec<std::net::TcpStream> = Vec::new();
+                let mut opened = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    open.retain(|s| {
+                        let mut b = [0u8; 1];
+                        s.set_nonblocking(true).expect("nonblocking");
+                        !matches!(std::io::Read::read(&mut &*s, &mut b), Ok(0))
+                    });
+                    while open.len() < 1100 {
+                        let socket = socket2::Socket::new(
+                            socket2::Domain::IPV4,
+                            socket2::Type::STREAM,
+                            None,
+                        )
+                        .expect("socket");
+                        let from: std::net::SocketAddr = "127.0.0.2:0".parse().expect("addr");
+                        socket.bind(&from.into()).expect("bind 127.0.0.2");
+                        if socket.connect(&server.into()).is_err() {
+                            break;
+                        }
+                        open.push(socket.into());
+                        opened += 1;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                opened
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let (failed, p50, p99) = probe_health(&addr, 100);
+        stop.store(true, Ordering::Relaxed);
+        let opened = flood.join().expect("flood");
+        eprintln!(
+            "health, during a flood of {opened} half-open connections: {failed} failed, p50 {p50:.1} ms, p99 {p99:.1} ms"
+        );
+        assert!(opened > 1100, "the flood reopened closed connections");
+        assert_eq!(failed, 0);
+        assert!(p99 <= 250.0, "health p99 {p99:.1} ms during the flood");
+
+        // A keep-alive connection left idle after its request is closed by the server.
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("send");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .expect("timeout");
+        let start = std::time::Instant::now();
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        let held = start.elapsed();
+        assert!(String::from_utf8_lossy(&raw).starts_with("HTTP/1.1 200"));
+        assert!(
+            held < std::time::Duration::from_secs(20),
+            "an idle keep-alive connection was held {held:?}"
+        );
+    });
+    child.kill().expect("stop serve");
+    child.wait().expect("reaped");
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

@@ -4,8 +4,11 @@
 //! (invalid JSON or UTF-8, not an object, over [`MAX_ROW_BYTES`]) is a [`BadRow`] with its
 //! number and reason.
 //!
-//! JSONL and Parquet files are streamed: memory holds one line (or one Parquet row group's
-//! pages), whatever the file's size. A JSON array is read whole.
+//! Every format is streamed: memory holds one line, one array element or one Parquet page
+//! per column, whatever the file's size. A dataset is untrusted input: each row is parsed
+//! within a budget ([`MAX_ROW_PARSED_BYTES`]), a Parquet file's footer and pages are checked
+//! before the `parquet` crate reads them ([`parquet`]'s bounds), and nothing in a file ends the
+//! process: what cannot be read is a bad row or an error naming the file.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read as _};
@@ -13,6 +16,15 @@ use std::path::Path;
 
 use rollbox_runtime::JsonText;
 use serde::Serialize;
+
+mod json;
+mod parquet;
+
+pub use self::parquet::{
+    MAX_PARQUET_COLUMNS, MAX_PARQUET_DEPTH, MAX_PARQUET_FOOTER_BYTES, MAX_PARQUET_PAGE_BYTES,
+    MAX_PARQUET_PAGES_PER_ROW_BYTES, MAX_PARQUET_ROW_GROUPS,
+};
+pub use json::{MAX_ROW_PARSED_BYTES, parse_row};
 
 /// One dataset row.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,9 +72,6 @@ impl std::str::FromStr for OnBadRow {
 /// file that is not a dataset), reported with its length instead of being read into memory.
 pub const MAX_ROW_BYTES: usize = 16 << 20;
 
-/// The largest JSON-array dataset (read whole, unlike JSONL and Parquet).
-pub const MAX_JSON_ARRAY_BYTES: usize = 1 << 30;
-
 /// What a dataset yields: a row, or a line that is not one.
 pub type Entry = Result<Row, BadRow>;
 
@@ -77,6 +86,7 @@ pub struct Dataset {
 enum Source {
     Entries(std::vec::IntoIter<Entry>),
     Lines(Lines<BufReader<File>>),
+    Array(ArrayRows<BufReader<File>>),
     Parquet(Box<ParquetRows>),
 }
 
@@ -123,18 +133,21 @@ impl Dataset {
         }
         let mut reader = BufReader::with_capacity(1 << 16, File::open(path).map_err(reading)?);
         if first_non_space(&mut reader).map_err(reading)? == Some(b'[') {
-            // A JSON array (or JSONL whose first line is an array): read whole, up to a cap.
-            let mut bytes = Vec::new();
-            (&mut reader)
-                .take(MAX_JSON_ARRAY_BYTES as u64 + 1)
-                .read_to_end(&mut bytes)
-                .map_err(reading)?;
-            anyhow::ensure!(
-                bytes.len() <= MAX_JSON_ARRAY_BYTES,
-                "the dataset {name} starts with `[` and is over {} MiB: a JSON array is read whole; write it as JSONL or Parquet (streamed)",
-                MAX_JSON_ARRAY_BYTES >> 20
-            );
-            return Ok(Dataset::from_bytes(&bytes, &name));
+            // A JSON array, if the whole file is one (checked by a pass that holds nothing);
+            // else JSONL whose first line happens to be an array.
+            match json::count_elements(reader) {
+                Ok(n) => {
+                    let reader =
+                        BufReader::with_capacity(1 << 16, File::open(path).map_err(reading)?);
+                    return Ok(Dataset {
+                        source: Source::Array(ArrayRows::new(reader)),
+                        name: format!("{name} (JSON array)"),
+                        rows_hint: Some(n),
+                    });
+                }
+                Err(json::NotArray::Io(e)) => return Err(reading(e)),
+                Err(json::NotArray::Structure(_)) => {}
+            }
         }
         let lines = if count {
             Some(count_lines(path).map_err(reading)?)
@@ -166,32 +179,17 @@ impl Dataset {
 
     /// A dataset in memory: a JSON array of objects, or JSONL.
     pub fn from_bytes(bytes: &[u8], name: &str) -> Dataset {
-        if let Ok(text) = std::str::from_utf8(bytes)
-            && text.trim_start().starts_with('[')
-            && let Ok(items) = serde_json::from_str::<Vec<&serde_json::value::RawValue>>(text)
-        {
-            let entries = items
-                .into_iter()
-                .enumerate()
-                .map(
-                    |(i, item)| match serde_json::from_str::<serde_json::Value>(item.get()) {
-                        Ok(v) if v.is_object() => Ok(Row {
-                            index: i,
-                            data: JsonText::from(&v),
-                        }),
-                        _ => Err(BadRow {
-                            line: i + 1,
-                            error: "not a JSON object".to_string(),
-                        }),
-                    },
-                )
-                .collect();
+        let mut entries = Vec::new();
+        if bytes.trim_ascii_start().starts_with(b"[") && json::count_elements(bytes).is_ok() {
+            let mut rows = ArrayRows::new(bytes);
+            while let Ok(Some(entry)) = rows.next_entry() {
+                entries.push(entry);
+            }
             let mut d = Dataset::from_entries(entries, name);
             d.name = format!("{name} (JSON array)");
             return d;
         }
         let mut lines = Lines::new(bytes);
-        let mut entries = Vec::new();
         while let Ok(Some(entry)) = lines.next_entry() {
             entries.push(entry);
         }
@@ -210,6 +208,9 @@ impl Dataset {
         match &mut self.source {
             Source::Entries(it) => Ok(it.next()),
             Source::Lines(lines) => lines
+                .next_entry()
+                .map_err(|e| anyhow::anyhow!("reading the dataset {}: {e}", self.name)),
+            Source::Array(rows) => rows
                 .next_entry()
                 .map_err(|e| anyhow::anyhow!("reading the dataset {}: {e}", self.name)),
             Source::Parquet(rows) => rows.next_entry(),
@@ -334,16 +335,9 @@ impl<R: BufRead> Lines<R> {
                     )
                 })
             };
-            let error = match line.map(serde_json::from_str::<serde_json::Value>) {
-                Err(reason) => reason,
-                Ok(Ok(v)) if v.is_object() => {
-                    return Ok(Some(Ok(Row {
-                        index: i,
-                        data: JsonText::from(&v),
-                    })));
-                }
-                Ok(Ok(_)) => "not a JSON object".to_string(),
-                Ok(Err(e)) => format!("invalid JSON: {e}"),
+            let error = match line.map(parse_row) {
+                Err(reason) | Ok(Err(reason)) => reason,
+                Ok(Ok(data)) => return Ok(Some(Ok(Row { index: i, data }))),
             };
             return Ok(Some(Err(BadRow { line: i + 1, error })));
         }
@@ -379,21 +373,79 @@ impl<R: BufRead> Lines<R> {
     }
 }
 
+/// A JSON array's elements as rows, one at a time ([`json::ArrayElements`]); an element that
+/// is not a JSON object, or over the caps, is a bad row numbered by its place in the array.
+struct ArrayRows<R> {
+    elements: json::ArrayElements<R>,
+    /// The 0-based number of the next element.
+    next: usize,
+}
+
+impl<R: BufRead> ArrayRows<R> {
+    fn new(reader: R) -> Self {
+        ArrayRows {
+            elements: json::ArrayElements::new(reader, true),
+            next: 0,
+        }
+    }
+
+    fn next_entry(&mut self) -> std::io::Result<Option<Entry>> {
+        let len = match self.elements.next_element() {
+            Ok(Some(len)) => len,
+            Ok(None) => return Ok(None),
+            Err(json::NotArray::Io(e)) => return Err(e),
+            // The structure was checked before: the file changed while being read.
+            Err(json::NotArray::Structure(why)) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("the JSON array changed while being read ({why})"),
+                ));
+            }
+        };
+        let i = self.next;
+        self.next += 1;
+        let row = if len > MAX_ROW_BYTES {
+            Err(format!(
+                "the element is {len} bytes, over the {} MiB limit for a row",
+                MAX_ROW_BYTES >> 20
+            ))
+        } else {
+            std::str::from_utf8(&self.elements.buf)
+                .map_err(|e| {
+                    format!(
+                        "invalid UTF-8 at byte {} of the element; re-encode the file as UTF-8",
+                        e.valid_up_to()
+                    )
+                })
+                .and_then(parse_row)
+        };
+        Ok(Some(match row {
+            Ok(data) => Ok(Row { index: i, data }),
+            Err(error) => Err(BadRow { line: i + 1, error }),
+        }))
+    }
+}
+
 /// A Parquet file's rows as JSON objects (the `parquet` crate's record reader), a row group at
 /// a time.
 struct ParquetRows {
-    rows: parquet::record::reader::RowIter<'static>,
+    rows: ::parquet::record::reader::RowIter<'static>,
     /// The 0-based number of the next row.
     next: usize,
     total: usize,
     /// The first row of each row group.
     group_starts: Vec<usize>,
+    /// Page bytes read for the row being built ([`parquet::CheckedParquet`]), reset per row.
+    since_row: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ParquetRows {
     fn open(file: File, name: &str) -> anyhow::Result<ParquetRows> {
-        use parquet::file::reader::FileReader as _;
-        let reader = parquet::file::serialized_reader::SerializedFileReader::new(file)
+        use ::parquet::file::reader::FileReader as _;
+        let since_row = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let checked = parquet::CheckedParquet::open(file, since_row.clone())
+            .map_err(|e| anyhow::anyhow!("the Parquet dataset {name}: {e}"))?;
+        let reader = ::parquet::file::serialized_reader::SerializedFileReader::new(checked)
             .map_err(|e| anyhow::anyhow!("reading the Parquet dataset {name}: {e}"))?;
         let mut group_starts = Vec::new();
         let mut total = 0usize;
@@ -402,20 +454,38 @@ impl ParquetRows {
             // The footer is the file's word: saturate rather than overflow on a lying one.
             total = total.saturating_add(usize::try_from(g.num_rows()).unwrap_or(0));
         }
-        let rows = parquet::record::reader::RowIter::from_file_into(Box::new(reader));
+        let rows = ::parquet::record::reader::RowIter::from_file_into(Box::new(reader));
         Ok(ParquetRows {
             rows,
             next: 0,
             total,
             group_starts,
+            since_row,
         })
     }
 
     fn next_entry(&mut self) -> anyhow::Result<Option<Entry>> {
-        let Some(row) = self.rows.next() else {
+        let i = self.next;
+        // The `parquet` crate reads only checked bytes, but it is a large parser of untrusted
+        // input: a panic in it is this file's error, not the process's end.
+        let row = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.rows.next()))
+            .map_err(|panic| {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                anyhow::anyhow!(
+                    "row {} (row group {}) cannot be read: the Parquet reader failed ({why})",
+                    i + 1,
+                    self.group_of(i)
+                )
+            })?;
+        let Some(row) = row else {
             return Ok(None);
         };
-        let i = self.next;
+        self.since_row
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         self.next += 1;
         let row = row.map_err(|e| {
             anyhow::anyhow!(

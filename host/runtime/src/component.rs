@@ -1,6 +1,11 @@
 //! Loading components by path: read, hash, check the world they target, compile (cached) and
 //! pre-instantiate. A component for the wrong world, a core module, or an import rollbox does
 //! not provide fails here, at load time, with a message naming what is missing or extra.
+//!
+//! A file is read once, through one descriptor, and the bytes read are the ones hashed,
+//! compiled and recorded: a file swapped between a check and a load cannot run under another
+//! component's hash. A component already in memory ([`ComponentSource::Bytes`], the host's
+//! built-ins) is never written to disk and read back.
 
 use std::path::{Path, PathBuf};
 
@@ -17,10 +22,58 @@ use crate::world::{WIT_PACKAGE, WIT_VERSION, WorldKind};
 /// a huge file; Python components are ~20 MiB.
 pub const MAX_COMPONENT_FILE_BYTES: u64 = 256 << 20;
 
+/// Where a component's bytes come from.
+#[derive(Debug, Clone)]
+pub enum ComponentSource {
+    /// A file, read once.
+    File(PathBuf),
+    /// Bytes in memory (a component built into the host), shown as `name`.
+    Bytes {
+        /// What messages and [`ComponentInfo::path`] call it, e.g. `builtin:rlvr`.
+        name: PathBuf,
+        /// The component.
+        bytes: &'static [u8],
+    },
+}
+
+impl ComponentSource {
+    /// The file, or the name of the bytes, for messages.
+    pub fn name(&self) -> &Path {
+        match self {
+            ComponentSource::File(p) => p,
+            ComponentSource::Bytes { name, .. } => name,
+        }
+    }
+}
+
+impl From<&Path> for ComponentSource {
+    fn from(p: &Path) -> Self {
+        ComponentSource::File(p.to_path_buf())
+    }
+}
+
+impl From<&PathBuf> for ComponentSource {
+    fn from(p: &PathBuf) -> Self {
+        ComponentSource::File(p.clone())
+    }
+}
+
+impl From<PathBuf> for ComponentSource {
+    fn from(p: PathBuf) -> Self {
+        ComponentSource::File(p)
+    }
+}
+
+impl From<&ComponentSource> for ComponentSource {
+    fn from(s: &ComponentSource) -> Self {
+        s.clone()
+    }
+}
+
 /// What `rollbox inspect` prints and every trajectory records about its component.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ComponentInfo {
-    /// The file it was loaded from.
+    /// The file it was loaded from (or the name of the bytes, e.g. `builtin:rlvr`).
     pub path: PathBuf,
     /// sha256 of the file, hex.
     pub sha256: String,
@@ -87,13 +140,16 @@ impl ToolComponent {
 
 impl Runtime {
     /// Read and compile a component and describe it, whatever world it targets.
-    pub fn inspect(&self, path: &Path) -> anyhow::Result<ComponentInfo> {
-        Ok(self.compile(path)?.0)
+    pub fn inspect(&self, source: impl Into<ComponentSource>) -> anyhow::Result<ComponentInfo> {
+        Ok(self.compile(&source.into())?.0)
     }
 
     /// Load a workflow component by path.
-    pub fn load_workflow(&self, path: &Path) -> anyhow::Result<WorkflowComponent> {
-        let (info, component) = self.compile(path)?;
+    pub fn load_workflow(
+        &self,
+        source: impl Into<ComponentSource>,
+    ) -> anyhow::Result<WorkflowComponent> {
+        let (info, component) = self.compile(&source.into())?;
         check_world(&info, WorldKind::Workflow)?;
         let pre = self
             .pool_for(info.size_bytes)
@@ -105,8 +161,11 @@ impl Runtime {
     }
 
     /// Load a reward component by path.
-    pub fn load_reward(&self, path: &Path) -> anyhow::Result<RewardComponent> {
-        let (info, component) = self.compile(path)?;
+    pub fn load_reward(
+        &self,
+        source: impl Into<ComponentSource>,
+    ) -> anyhow::Result<RewardComponent> {
+        let (info, component) = self.compile(&source.into())?;
         check_world(&info, WorldKind::Reward)?;
         let pre = self
             .pool_for(info.size_bytes)
@@ -118,8 +177,8 @@ impl Runtime {
     }
 
     /// Load a tool component by path.
-    pub fn load_tool(&self, path: &Path) -> anyhow::Result<ToolComponent> {
-        let (info, component) = self.compile(path)?;
+    pub fn load_tool(&self, source: impl Into<ComponentSource>) -> anyhow::Result<ToolComponent> {
+        let (info, component) = self.compile(&source.into())?;
         check_world(&info, WorldKind::Tool)?;
         let pre = self
             .pool_for(info.size_bytes)
@@ -137,10 +196,11 @@ impl Runtime {
     pub fn register_reward(
         &self,
         name: &str,
-        path: &Path,
+        source: impl Into<ComponentSource>,
         policy: crate::CallPolicy,
     ) -> anyhow::Result<ComponentInfo> {
-        let reg = self.registration("reward", name, policy, || self.load_reward(path))?;
+        let source = source.into();
+        let reg = self.registration("reward", name, policy, || self.load_reward(source))?;
         let info = reg.component.info.clone();
         self.services.add_reward(name.to_string(), reg);
         Ok(info)
@@ -150,10 +210,11 @@ impl Runtime {
     pub fn register_tool(
         &self,
         name: &str,
-        path: &Path,
+        source: impl Into<ComponentSource>,
         policy: crate::CallPolicy,
     ) -> anyhow::Result<ComponentInfo> {
-        let reg = self.registration("tool", name, policy, || self.load_tool(path))?;
+        let source = source.into();
+        let reg = self.registration("tool", name, policy, || self.load_tool(source))?;
         let info = reg.component.info.clone();
         self.services.add_tool(name.to_string(), reg);
         Ok(info)
@@ -181,8 +242,12 @@ impl Runtime {
         })
     }
 
-    fn compile(&self, path: &Path) -> anyhow::Result<(ComponentInfo, Component)> {
-        let bytes = read_component_file(path)?;
+    fn compile(&self, source: &ComponentSource) -> anyhow::Result<(ComponentInfo, Component)> {
+        let path = source.name();
+        let bytes = match source {
+            ComponentSource::File(p) => std::borrow::Cow::Owned(read_component_file(p)?),
+            ComponentSource::Bytes { bytes, .. } => std::borrow::Cow::Borrowed(*bytes),
+        };
         check_header(path, &bytes)?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
         let engine = &self.pool_for(bytes.len() as u64).engine;

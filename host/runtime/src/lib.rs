@@ -26,7 +26,7 @@
 //! use rollbox_runtime::{EpisodeRequest, Limits, Runtime, RuntimeConfig, Services};
 //!
 //! let runtime = Runtime::new(RuntimeConfig::default(), Services::new())?;
-//! let workflow = runtime.load_workflow("workflow.wasm".as_ref())?;
+//! let workflow = runtime.load_workflow(std::path::Path::new("workflow.wasm"))?;
 //! let report = runtime
 //!     .run_episode(&workflow, EpisodeRequest::new("r0-s0", serde_json::json!({"x": 1})), Arc::new(Limits::default()))
 //!     .await;
@@ -66,7 +66,8 @@ pub use budget::{
 };
 pub use canary::CanaryReport;
 pub use component::{
-    ComponentInfo, MAX_COMPONENT_FILE_BYTES, RewardComponent, ToolComponent, WorkflowComponent,
+    ComponentInfo, ComponentSource, MAX_COMPONENT_FILE_BYTES, RewardComponent, ToolComponent,
+    WorkflowComponent,
 };
 pub use engine::MAX_GENERATE_MANY_REQUESTS;
 pub use episode::{

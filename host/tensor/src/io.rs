@@ -153,11 +153,43 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Write `path` through `fill` (buffered) via a temporary sibling file, fsync, then rename: a
-/// file too large to build in memory first is still replaced whole or not at all.
+/// file too large to build in memory first is still replaced whole or not at all. The
+/// temporary file is created by [`create_temp_beside`], so nothing is written through a link
+/// another user planted in the directory.
 pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
+    let (file, tmp) = create_temp_beside(path, None)?;
+    let written = (|| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+        fill(&mut w)?;
+        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && let Ok(d) = std::fs::File::open(dir)
+    {
+        // Persist the rename itself; not every filesystem supports syncing a directory.
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// A new file beside `path` under an unpredictable name (`.NAME.tmp-RANDOM`), created with
+/// `O_CREAT | O_EXCL | O_NOFOLLOW` (and `mode`, else the default 0666 less the umask): it is
+/// never an existing file or a link someone planted, in a directory others can write too.
+/// Rename it over `path` when complete; the rename replaces a link at `path` rather than
+/// writing through it.
+pub fn create_temp_beside(
+    path: &Path,
+    mode: Option<u32>,
+) -> std::io::Result<(std::fs::File, std::path::PathBuf)> {
+    use std::io::Read as _;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -166,18 +198,21 @@ pub fn write_atomic_with(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let mut random = [0u8; 8];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
+    let tmp = dir.join(format!(".{name}.tmp-{:016x}", u64::from_le_bytes(random)));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).read(true).create_new(true);
+    #[cfg(unix)]
     {
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
-        fill(&mut w)?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW);
+        if let Some(mode) = mode {
+            options.mode(mode);
+        }
     }
-    std::fs::rename(&tmp, path)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        // Persist the rename itself; not every filesystem supports syncing a directory.
-        let _ = d.sync_all();
-    }
-    Ok(())
+    let _ = mode;
+    Ok((options.open(&tmp)?, tmp))
 }
 
 /// A safetensors file read back: tensors in file order, and the metadata.

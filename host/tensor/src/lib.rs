@@ -28,9 +28,9 @@ pub use concat::{concat, concat_padded, concat_padded_within, concat_within};
 pub use data::{DType, HostTensor, MAX_DIM_PRODUCT, MAX_RANK, TensorData};
 pub use device::{default_device, test_devices};
 pub use io::{
-    MAX_SAFETENSORS_HEADER_BYTES, SafetensorsFile, from_safetensors_bytes, read_safetensors,
-    read_safetensors_metadata, to_safetensors_bytes, write_atomic, write_atomic_with,
-    write_safetensors,
+    MAX_SAFETENSORS_HEADER_BYTES, SafetensorsFile, create_temp_beside, from_safetensors_bytes,
+    read_safetensors, read_safetensors_metadata, to_safetensors_bytes, write_atomic,
+    write_atomic_with, write_safetensors,
 };
 pub use validate::{
     MAX_KEY_BYTES, MAX_KEYS, PER_ROW_KEYS, PER_TOKEN_KEYS, check_key_name, is_multi_modal_key,

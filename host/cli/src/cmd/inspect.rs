@@ -18,11 +18,9 @@ pub struct InspectArgs {
 /// Print what the component is.
 pub fn run(a: InspectArgs) -> anyhow::Result<()> {
     let runtime = Runtime::new(RuntimeConfig::default(), Services::new())?;
-    let path = match crate::builtin::resolve_any(&a.path) {
-        Some(p) => p?,
-        None => a.path.clone(),
-    };
-    let info = runtime.inspect(&path)?;
+    let source = crate::builtin::resolve_any(&a.path)
+        .unwrap_or_else(|| rollbox_runtime::ComponentSource::File(a.path.clone()));
+    let info = runtime.inspect(source)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
         return Ok(());

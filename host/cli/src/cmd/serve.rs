@@ -8,10 +8,16 @@
 //! * `GET /healthz`: `ok`.
 //! * `GET /metrics`: Prometheus text.
 //!
-//! Hostile clients: a request's headers must arrive within [`HEADER_READ_TIMEOUT`] and its body
-//! within [`BODY_READ_TIMEOUT`] (at most [`MAX_BODY_BYTES`], else 413; a larger
-//! `Content-Length` is refused before reading); at most [`MAX_CONNECTIONS`] connections are
-//! open at once (more are closed on accept); at most [`MAX_ROWS_PER_REQUEST`] rows per request.
+//! Hostile clients: a request's headers must arrive within [`HEADER_READ_TIMEOUT`] (which also
+//! closes a keep-alive connection left idle that long) and its body within
+//! [`BODY_READ_TIMEOUT`] (at most [`MAX_BODY_BYTES`], else 413; a larger `Content-Length` is
+//! refused before reading); at most [`MAX_CONNECTIONS`] connections are open at once and
+//! `--max-connections-per-ip` from one address (more are closed on accept), so one client
+//! cannot take the slots a health probe or another trainer needs. A body is parsed on the
+//! blocking pool, never on the async workers that answer `/healthz`: rows are counted as they
+//! are read (at most [`MAX_ROWS_PER_REQUEST`]), each row is parsed within the dataset's
+//! per-row budget ([`rollbox_rollout::dataset::parse_row`]) and all of them within
+//! [`MAX_PARSED_BYTES`]; nothing is built from the body beyond the rows themselves.
 //! Malformed requests get a 4xx naming the problem.
 
 use std::sync::Arc;
@@ -35,6 +41,10 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port; the address is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
+    /// Connections one client address may hold open at once; more are closed as they are
+    /// accepted (the rest of the slots stay free for other clients and health probes).
+    #[arg(long, default_value_t = 128, value_name = "N")]
+    max_connections_per_ip: usize,
     #[command(flatten)]
     pub setup: SetupArgs,
 }
@@ -52,6 +62,9 @@ struct Metrics {
 struct AppState {
     rollout: Rollout,
     metrics: Metrics,
+    /// Bodies parsed at once: one core fewer than the machine has (at least one), so parsing
+    /// never takes every core from the workers that answer health probes.
+    parse_slots: tokio::sync::Semaphore,
 }
 
 /// Time a client has to send a request's headers.
@@ -64,34 +77,34 @@ pub const MAX_BODY_BYTES: usize = 64 << 20;
 pub const MAX_CONNECTIONS: usize = 1024;
 /// Rows in one `POST /v1/episodes` (each is a group of episodes run for this request).
 pub const MAX_ROWS_PER_REQUEST: usize = 16_384;
+/// What one request's rows may take once parsed (their JSON text and each row's bookkeeping):
+/// 4× the body cap.
+pub const MAX_PARSED_BYTES: usize = 4 * MAX_BODY_BYTES;
+/// Largest `POST /v1/version` body.
+const MAX_VERSION_BODY_BYTES: usize = 4 << 10;
+/// Bookkeeping counted per parsed row beyond its text.
+const ROW_OVERHEAD_BYTES: usize = 64;
 
 fn error(status: StatusCode, message: String) -> Response {
     (status, axum::Json(serde_json::json!({"error": message}))).into_response()
 }
 
-/// The request body, read within [`BODY_READ_TIMEOUT`] and [`MAX_BODY_BYTES`].
-async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, Response> {
+/// The request body, read within [`BODY_READ_TIMEOUT`] and `cap` bytes.
+async fn read_body(body: axum::body::Body, cap: usize) -> Result<axum::body::Bytes, Response> {
     use axum::body::HttpBody as _;
     // A declared Content-Length over the cap is refused before anything is read.
     let declared = body.size_hint().lower();
-    if declared > MAX_BODY_BYTES as u64 {
+    if declared > cap as u64 {
         return Err(error(
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "a body of {declared} bytes; at most {MAX_BODY_BYTES}: send fewer rows per request"
-            ),
+            format!("a body of {declared} bytes; at most {cap}: send fewer rows per request"),
         ));
     }
-    match tokio::time::timeout(
-        BODY_READ_TIMEOUT,
-        axum::body::to_bytes(body, MAX_BODY_BYTES),
-    )
-    .await
-    {
+    match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, cap)).await {
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(e)) if over_limit(&e) => Err(error(
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the body is over {MAX_BODY_BYTES} bytes: send fewer rows per request"),
+            format!("the body is over {cap} bytes: send fewer rows per request"),
         )),
         Ok(Err(e)) => Err(error(
             StatusCode::BAD_REQUEST,
@@ -121,43 +134,25 @@ fn over_limit(e: &axum::Error) -> bool {
 
 async fn episodes(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Response {
     app.metrics.requests.fetch_add(1, Ordering::Relaxed);
-    let body = match read_body(body).await {
+    let body = match read_body(body, MAX_BODY_BYTES).await {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let request: serde_json::Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("body is not JSON: {e}")),
+    // Parsing megabytes is CPU work: on the blocking pool, so the async workers stay free to
+    // answer health probes and other clients.
+    let Ok(_slot) = app.parse_slots.acquire().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into());
     };
-    let Some(rows) = request["rows"].as_array() else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            r#"expected {"rows": [{...}, ...]}"#.into(),
-        );
+    let rows = match tokio::task::spawn_blocking(move || parse_rows(&body)).await {
+        Ok(Ok(rows)) => rows,
+        Ok(Err((status, message))) => return error(status, message),
+        Err(e) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("parsing the body failed: {e}"),
+            );
+        }
     };
-    if rows.len() > MAX_ROWS_PER_REQUEST {
-        return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "{} rows in one request; at most {MAX_ROWS_PER_REQUEST}: split them over several requests",
-                rows.len()
-            ),
-        );
-    }
-    if let Some(bad) = rows.iter().position(|r| !r.is_object()) {
-        return error(
-            StatusCode::BAD_REQUEST,
-            format!("rows[{bad}] is not a JSON object"),
-        );
-    }
-    let rows: Vec<Row> = rows
-        .iter()
-        .enumerate()
-        .map(|(index, data)| Row {
-            index,
-            data: data.into(),
-        })
-        .collect();
     match run_rows(&app, rows).await {
         Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
         Err(e) => {
@@ -165,6 +160,82 @@ async fn episodes(State(app): State<Arc<AppState>>, body: axum::body::Body) -> R
             error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}"))
         }
     }
+}
+
+/// The message a row count past [`MAX_ROWS_PER_REQUEST`] stops the parse with.
+const TOO_MANY_ROWS: &str = "too many rows";
+
+/// `{"rows": [...]}`, each row kept as its text until the count is known.
+#[derive(serde::Deserialize)]
+struct EpisodesRequest<'a> {
+    #[serde(borrow, deserialize_with = "counted_rows")]
+    rows: Vec<&'a serde_json::value::RawValue>,
+}
+
+/// The rows array, counted as it is read: the parse stops at row [`MAX_ROWS_PER_REQUEST`] + 1
+/// rather than after building them all.
+fn counted_rows<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<&'de serde_json::value::RawValue>, D::Error> {
+    struct Counted;
+    impl<'de> serde::de::Visitor<'de> for Counted {
+        type Value = Vec<&'de serde_json::value::RawValue>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an array of rows")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut rows = Vec::new();
+            while let Some(row) = seq.next_element()? {
+                if rows.len() == MAX_ROWS_PER_REQUEST {
+                    return Err(serde::de::Error::custom(TOO_MANY_ROWS));
+                }
+                rows.push(row);
+            }
+            Ok(rows)
+        }
+    }
+    d.deserialize_seq(Counted)
+}
+
+/// A `POST /v1/episodes` body's rows, within the request's budgets; else the status and
+/// message to answer with.
+fn parse_rows(body: &[u8]) -> Result<Vec<Row>, (StatusCode, String)> {
+    let request: EpisodesRequest = serde_json::from_slice(body).map_err(|e| {
+        if e.to_string().starts_with(TOO_MANY_ROWS) {
+            (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "more than {MAX_ROWS_PER_REQUEST} rows in one request; at most {MAX_ROWS_PER_REQUEST}: split them over several requests"
+                ),
+            )
+        } else {
+            (
+                StatusCode::BAD_REQUEST,
+                format!(r#"expected {{"rows": [{{...}}, ...]}}: {e}"#),
+            )
+        }
+    })?;
+    let mut parsed = 0usize;
+    let mut rows = Vec::with_capacity(request.rows.len());
+    for (index, raw) in request.rows.into_iter().enumerate() {
+        let data = rollbox_rollout::dataset::parse_row(raw.get())
+            .map_err(|e| (StatusCode::BAD_REQUEST, format!("rows[{index}]: {e}")))?;
+        parsed += data.as_str().len() + ROW_OVERHEAD_BYTES;
+        if parsed > MAX_PARSED_BYTES {
+            return Err((
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the rows take over {} MiB parsed: send fewer rows per request",
+                    MAX_PARSED_BYTES >> 20
+                ),
+            ));
+        }
+        rows.push(Row { index, data });
+    }
+    Ok(rows)
 }
 
 /// Run the rows as one batch in memory and return it as safetensors bytes: the batches the
@@ -204,19 +275,21 @@ async fn run_rows(app: &AppState, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
 }
 
 async fn version(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Response {
-    let body = match read_body(body).await {
+    let body = match read_body(body, MAX_VERSION_BODY_BYTES).await {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let v: serde_json::Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("body is not JSON: {e}")),
+    #[derive(serde::Deserialize)]
+    struct VersionRequest {
+        version: i64,
+    }
+    let expected = r#"expected {"version": N} with an i32 N"#;
+    let n = match serde_json::from_slice::<VersionRequest>(&body) {
+        Ok(v) => v.version,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("{expected}: {e}")),
     };
-    let Some(n) = v["version"].as_i64().and_then(|n| i32::try_from(n).ok()) else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            r#"expected {"version": N} with an i32 N"#.into(),
-        );
+    let Ok(n) = i32::try_from(n) else {
+        return error(StatusCode::BAD_REQUEST, format!("{expected}; got {n}"));
     };
     if n < 0 {
         return error(
@@ -261,9 +334,11 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
     crate::model::ensure_for(&a.setup.engine()).await?;
     let rollout = build(&a.setup)?;
     crate::process::release_setup_memory();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let app = Arc::new(AppState {
         rollout,
         metrics: Metrics::default(),
+        parse_slots: tokio::sync::Semaphore::new(cores.saturating_sub(1).max(1)),
     });
     let router = Router::new()
         .route("/v1/episodes", post(episodes))
@@ -277,16 +352,57 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
     println!("listening on http://{}", listener.local_addr()?);
     use std::io::Write as _;
     std::io::stdout().flush()?;
-    serve_connections(listener, router).await
+    serve_connections(listener, router, a.max_connections_per_ip.max(1)).await
 }
 
-/// Accept connections and serve each on its own task, with a header-read timeout and a cap on
-/// open connections (`axum::serve` has neither: half-open connections were held forever).
+/// Connections open per client address.
+#[derive(Default)]
+struct PerIp(std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>);
+
+/// One connection counted against its address; uncounted when dropped.
+struct IpSlot {
+    table: Arc<PerIp>,
+    ip: std::net::IpAddr,
+}
+
+impl PerIp {
+    fn take(self: &Arc<Self>, ip: std::net::IpAddr, cap: usize) -> Option<IpSlot> {
+        let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = t.entry(ip).or_default();
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot {
+            table: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut t = self.table.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = t.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                t.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Accept connections and serve each on its own task, with a header-read timeout and caps on
+/// open connections, in all and per client address (`axum::serve` has none of these:
+/// half-open connections were held forever).
 async fn serve_connections(
     listener: tokio::net::TcpListener,
     router: Router,
+    per_ip_cap: usize,
 ) -> anyhow::Result<()> {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let per_ip = Arc::new(PerIp::default());
+    let mut refused_logged = std::time::Instant::now() - Duration::from_secs(60);
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
@@ -297,8 +413,22 @@ async fn serve_connections(
                 continue;
             }
         };
+        let Some(ip_slot) = per_ip.take(peer.ip(), per_ip_cap) else {
+            // A flood would log a line per connection: at most one a second.
+            if refused_logged.elapsed() >= Duration::from_secs(1) {
+                refused_logged = std::time::Instant::now();
+                tracing::warn!(
+                    "{} has {per_ip_cap} connections open (--max-connections-per-ip); closing new ones",
+                    peer.ip()
+                );
+            }
+            continue;
+        };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!("{MAX_CONNECTIONS} connections open; closing the one from {peer}");
+            if refused_logged.elapsed() >= Duration::from_secs(1) {
+                refused_logged = std::time::Instant::now();
+                tracing::warn!("{MAX_CONNECTIONS} connections open; closing new ones");
+            }
             continue;
         };
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
@@ -310,7 +440,7 @@ async fn serve_connections(
             if let Err(e) = conn.await {
                 tracing::debug!("connection from {peer}: {e}");
             }
-            drop(slot);
+            drop((slot, ip_slot));
         });
     }
 }
