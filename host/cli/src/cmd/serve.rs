@@ -100,16 +100,8 @@ async fn read_body(body: axum::body::Body, cap: usize) -> Result<axum::body::Byt
             format!("a body of {declared} bytes; at most {cap}: send fewer rows per request"),
         ));
     }
-    match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, cap)).await {
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(e)) if over_limit(&e) => Err(error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the body is over {cap} bytes: send fewer rows per request"),
-        )),
-        Ok(Err(e)) => Err(error(
-            StatusCode::BAD_REQUEST,
-            format!("cannot read the body: {e}"),
-        )),
+    match tokio::time::timeout(BODY_READ_TIMEOUT, collect_capped(body, cap, declared)).await {
+        Ok(result) => result,
         Err(_) => Err(error(
             StatusCode::REQUEST_TIMEOUT,
             format!(
@@ -120,16 +112,34 @@ async fn read_body(body: axum::body::Body, cap: usize) -> Result<axum::body::Byt
     }
 }
 
-/// Whether a body error is the size cap (anything else is a malformed body).
-fn over_limit(e: &axum::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(s) = source {
-        if s.is::<http_body_util::LengthLimitError>() {
-            return true;
+/// The body's bytes, appended frame by frame into one buffer (no collect-then-concatenate:
+/// a 64 MiB body is never copied whole in one go on an async worker, nor held twice).
+async fn collect_capped(
+    mut body: axum::body::Body,
+    cap: usize,
+    declared: u64,
+) -> Result<axum::body::Bytes, Response> {
+    use http_body_util::BodyExt as _;
+    let mut buf = Vec::with_capacity(declared.min(1 << 20) as usize);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            error(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the body: {e}"),
+            )
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if buf.len() + data.len() > cap {
+            return Err(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the body is over {cap} bytes: send fewer rows per request"),
+            ));
         }
-        source = s.source();
+        buf.extend_from_slice(&data);
     }
-    false
+    Ok(buf.into())
 }
 
 async fn episodes(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Response {
