@@ -19,6 +19,7 @@ use serde::Serialize;
 
 mod json;
 mod parquet;
+mod parquet_meta;
 
 pub use self::parquet::{
     MAX_PARQUET_COLUMNS, MAX_PARQUET_DEPTH, MAX_PARQUET_FOOTER_BYTES, MAX_PARQUET_PAGE_BYTES,
