@@ -134,7 +134,10 @@ fn index_answered(s: &mut TcpStream, request: &str, base: &str) -> bool {
         return false;
     }
     let body = project(base);
-    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
     respond(s, &head, &body);
     true
 }
