@@ -12,28 +12,25 @@ sends 200 `GET /healthz` on new connections, 20 ms apart, and prints p50/p99/max
 On a 2-core machine the senders' own CPU competes with the server; niced, they stand in for
 clients on another machine. Standard library only.
 """
+import os, socket, sys, threading, time
 addr = sys.argv[1]
 host, port = addr.split(":"); port = int(port)
-def post(body):
+def exchange(request):
+    """Send one request on a new connection; return the whole answer."""
     s = socket.create_connection((host, port))
-    s.sendall(b"POST /v1/episodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+    s.sendall(request)
     data = b""
     while True:
         d = s.recv(65536)
         if not d: break
         data += d
     s.close()
-    return data[:12]
+    return data
+def post(body):
+    return exchange(b"POST /v1/episodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)[:12]
 def probe():
     t = time.perf_counter()
-    s = socket.create_connection((host, port))
-    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    data = b""
-    while True:
-        d = s.recv(4096)
-        if not d: break
-        data += d
-    s.close()
+    data = exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     ok = data.startswith(b"HTTP/1.1 200") and data.endswith(b"ok")
     return (time.perf_counter() - t) * 1e3 if ok else None
 n = ((64 << 20) - 64) // 3
@@ -45,6 +42,16 @@ codes = set()
 def sender(i, body):
     while not stop:
         codes.add(post(body)); sent[i] += 1
+def probe_health():
+    """200 probes, 20 ms apart; the figures as a line."""
+    times = []; failed = 0
+    for _ in range(200):
+        r = probe()
+        if r is None: failed += 1
+        else: times.append(r)
+        time.sleep(0.02)
+    times.sort()
+    return f"200 probes: {failed} failed, p50 {times[len(times)//2]:.1f} ms, p99 {times[int(len(times)*0.99)-1]:.1f} ms, max {times[-1]:.1f} ms"
 mode = sys.argv[2] if len(sys.argv) > 2 else "both"
 if mode == "send":
     for i, body in ((0, one_row), (1, many)):
@@ -53,25 +60,12 @@ if mode == "send":
     print(f"bodies sent {sent}, answers {codes}")
     os._exit(0)
 if mode == "probe":
-    times = []; failed = 0
-    for _ in range(200):
-        r = probe()
-        if r is None: failed += 1
-        else: times.append(r)
-        time.sleep(0.02)
-    times.sort()
-    print(f"200 probes: {failed} failed, p50 {times[len(times)//2]:.1f} ms, p99 {times[int(len(times)*0.99)-1]:.1f} ms, max {times[-1]:.1f} ms")
+    print(probe_health())
     os._exit(0)
 ts = [threading.Thread(target=sender, args=(0, one_row)), threading.Thread(target=sender, args=(1, many))]
 for t in ts: t.start()
 time.sleep(0.5)
-times = []; failed = 0
-for _ in range(200):
-    r = probe()
-    if r is None: failed += 1
-    else: times.append(r)
-    time.sleep(0.02)
+line = probe_health()
 stop = True
 for t in ts: t.join()
-times.sort()
-print(f"bodies sent {sent}, answers {codes}; 200 probes: {failed} failed, p50 {times[len(times)//2]:.1f} ms, p99 {times[int(len(times)*0.99)-1]:.1f} ms, max {times[-1]:.1f} ms")
+print(f"bodies sent {sent}, answers {codes}; {line}")
