@@ -293,6 +293,29 @@ fn count_lines(path: &Path) -> std::io::Result<usize> {
     Ok(n + usize::from(last != b'\n'))
 }
 
+/// Row `i` from the text of a JSONL line or array element (`what`) of full length `len`, of
+/// which `bytes` holds at most [`MAX_ROW_BYTES`] + 1: over the cap, not UTF-8, or not a JSON
+/// object within [`MAX_ROW_PARSED_BYTES`] is a bad row saying which.
+fn entry_from_text(i: usize, len: usize, bytes: &[u8], what: &str) -> Entry {
+    let text = if len > MAX_ROW_BYTES {
+        Err(format!(
+            "the {what} is {len} bytes, over the {} MiB limit for a row",
+            MAX_ROW_BYTES >> 20
+        ))
+    } else {
+        std::str::from_utf8(bytes).map_err(|e| {
+            format!(
+                "invalid UTF-8 at byte {} of the {what}; re-encode the file as UTF-8",
+                e.valid_up_to()
+            )
+        })
+    };
+    match text.and_then(parse_row) {
+        Ok(data) => Ok(Row { index: i, data }),
+        Err(error) => Err(BadRow { line: i + 1, error }),
+    }
+}
+
 /// JSONL from a reader, a line at a time: each line is checked on its own, so invalid UTF-8
 /// or an over-long line is one bad row (with its line number and the reason), not a failed
 /// dataset. An over-long line is skipped through without being held.
@@ -323,24 +346,7 @@ impl<R: BufRead> Lines<R> {
             if len <= MAX_ROW_BYTES && raw.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let line = if len > MAX_ROW_BYTES {
-                Err(format!(
-                    "the line is {len} bytes, over the {} MiB limit for a row",
-                    MAX_ROW_BYTES >> 20
-                ))
-            } else {
-                std::str::from_utf8(raw).map_err(|e| {
-                    format!(
-                        "invalid UTF-8 at byte {} of the line; re-encode the file as UTF-8",
-                        e.valid_up_to()
-                    )
-                })
-            };
-            let error = match line.map(parse_row) {
-                Err(reason) | Ok(Err(reason)) => reason,
-                Ok(Ok(data)) => return Ok(Some(Ok(Row { index: i, data }))),
-            };
-            return Ok(Some(Err(BadRow { line: i + 1, error })));
+            return Ok(Some(entry_from_text(i, len, raw, "line")));
         }
     }
 
@@ -405,25 +411,7 @@ impl<R: BufRead> ArrayRows<R> {
         };
         let i = self.next;
         self.next += 1;
-        let row = if len > MAX_ROW_BYTES {
-            Err(format!(
-                "the element is {len} bytes, over the {} MiB limit for a row",
-                MAX_ROW_BYTES >> 20
-            ))
-        } else {
-            std::str::from_utf8(&self.elements.buf)
-                .map_err(|e| {
-                    format!(
-                        "invalid UTF-8 at byte {} of the element; re-encode the file as UTF-8",
-                        e.valid_up_to()
-                    )
-                })
-                .and_then(parse_row)
-        };
-        Ok(Some(match row {
-            Ok(data) => Ok(Row { index: i, data }),
-            Err(error) => Err(BadRow { line: i + 1, error }),
-        }))
+        Ok(Some(entry_from_text(i, len, &self.elements.buf, "element")))
     }
 }
 
