@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "../host/cli/guest_build.rs"]
+#[path = "../host/setup/guest_build.rs"]
 mod guest_build;
 
 use guest_build::{PROFILE, TARGET};
@@ -41,7 +41,7 @@ fn main() {
         "tests/programs",
         "tests/reward-programs",
         "workflows",
-        "host/cli/guest_build.rs",
+        "host/setup/guest_build.rs",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }

@@ -1,59 +1,8 @@
-//! Builds the reference components that ship inside `rollbox` (the rlvr, multi-turn,
-//! tool-agent and vision-rlvr workflows, the math reward, the calculator tool) for
-//! `wasm32-wasip2`, and writes `$OUT_DIR/builtin.rs`, the table `rollbox::builtin` embeds them
-//! from. The guests build in their own target directory (`target/wasm-builtin`), in two cargo
-//! invocations: cargo unifies the SDK's features within one build, and a reward must not carry
-//! the workflow world.
-//!
-//! `ROLLBOX_BUILTIN_DIR=DIR` takes the `.wasm` files from `DIR` instead (packagers, offline
-//! builds).
+//! Writes `$OUT_DIR/scaffold_files.rs` and `scaffold_versions.rs`: the SDK files and pins that
+//! `rollbox new` writes into a new project. (The built-in components are built by
+//! `host/setup/build.rs`.)
 
 use std::path::{Path, PathBuf};
-
-#[path = "guest_build.rs"]
-mod guest_build;
-
-use guest_build::{PROFILE, TARGET, build_guests};
-
-/// (name, world, crate, what it is): the workflows first, then the untrusted components.
-const BUILTINS: &[(&str, &str, &str, &str)] = &[
-    (
-        "rlvr",
-        "workflow",
-        "rollbox-workflow-rlvr",
-        "single-turn RLVR (AReaL's RLVRWorkflow)",
-    ),
-    (
-        "multi-turn",
-        "workflow",
-        "rollbox-workflow-multi-turn",
-        "retry with feedback until the reward is positive (AReaL's MultiTurnWorkflow)",
-    ),
-    (
-        "tool-agent",
-        "workflow",
-        "rollbox-workflow-tool-agent",
-        "a tool-using agent: Hermes tool calls or stop markers, token-in/token-out",
-    ),
-    (
-        "vision-rlvr",
-        "workflow",
-        "rollbox-workflow-vision-rlvr",
-        "single-turn RLVR with images: Qwen2-VL processing on the host (AReaL's VisionRLVRWorkflow)",
-    ),
-    (
-        "math",
-        "reward",
-        "rollbox-reward-math",
-        "math answers against a reference (AReaL's gsm8k_reward_fn)",
-    ),
-    (
-        "calculator",
-        "tool",
-        "rollbox-tool-calculator",
-        "arithmetic expressions, for tool-using agents",
-    ),
-];
 
 fn main() {
     let manifest =
@@ -64,7 +13,6 @@ fn main() {
         .expect("host/cli is two levels below the workspace root")
         .to_path_buf();
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    println!("cargo:rerun-if-env-changed=ROLLBOX_BUILTIN_DIR");
     for d in [
         "wit",
         "guest-sdk/src",
@@ -73,49 +21,6 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={}", root.join(d).display());
     }
-    let dir = match std::env::var_os("ROLLBOX_BUILTIN_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            for d in [
-                "guest-sdk/Cargo.toml",
-                "workflows",
-                "host/cli/guest_build.rs",
-            ] {
-                println!("cargo:rerun-if-changed={}", root.join(d).display());
-            }
-            let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .map(|p| if p.is_absolute() { p } else { root.join(p) })
-                .unwrap_or_else(|| root.join("target"))
-                .join("wasm-builtin");
-            let crates = |workflows: bool| -> Vec<&str> {
-                BUILTINS
-                    .iter()
-                    .filter(|b| (b.1 == "workflow") == workflows)
-                    .map(|b| b.2)
-                    .collect()
-            };
-            let hint = "to use components built elsewhere, set ROLLBOX_BUILTIN_DIR to their folder";
-            build_guests(&root, &target_dir, &crates(true), hint);
-            build_guests(&root, &target_dir, &crates(false), hint);
-            target_dir.join(TARGET).join(PROFILE)
-        }
-    };
-    let mut table = String::from("&[\n");
-    for (name, world, krate, about) in BUILTINS {
-        let wasm = dir.join(format!("{}.wasm", krate.replace('-', "_")));
-        assert!(
-            wasm.is_file(),
-            "{} is missing (ROLLBOX_BUILTIN_DIR must hold the built components)",
-            wasm.display()
-        );
-        table.push_str(&format!(
-            "    Builtin {{ name: {name:?}, world: {world:?}, crate_name: {krate:?}, about: {about:?}, bytes: include_bytes!({:?}) }},\n",
-            wasm.display().to_string()
-        ));
-    }
-    table.push_str("]\n");
-    std::fs::write(out.join("builtin.rs"), table).expect("writing builtin.rs");
     scaffold_files(&root, &out);
 }
 

@@ -19,9 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
-use rollbox::cmd::ComponentArgs;
-use rollbox::limits::{parse_registration, parse_tool_registration};
-use rollbox_runtime::{EpisodeRequest, Limits, Runtime, RuntimeConfig, WorkflowComponent};
+use rollbox_host::{ComponentSpec, HostSpec, LimitSpec};
+use rollbox_runtime::{EpisodeRequest, LimitKey};
 
 use engine::PyEngine;
 
@@ -35,120 +34,91 @@ pyo3::create_exception!(
 /// A workflow component with its rewards and tools, ready to run episodes.
 #[pyclass(module = "rollbox._native", frozen)]
 struct Host {
-    runtime: Arc<Runtime>,
-    workflow: WorkflowComponent,
+    host: Arc<rollbox_host::Host>,
     /// The caller's engines by episode, when no engine spec was given.
     engine: Option<Arc<PyEngine>>,
-    config: serde_json::Value,
-    limits: Arc<Limits>,
     next: AtomicU64,
 }
 
-/// A registration string (`PATH[,timeout=5s,...]`) from a dict value: a path, a string with
-/// options, or `{"path", "timeout", "retries", "memory", "fuel"}`.
-fn registration(
-    name: &str,
-    value: &Bound<'_, PyAny>,
-    parse: fn(&str) -> anyhow::Result<rollbox::limits::Registration>,
-) -> PyResult<rollbox::limits::Registration> {
-    let text = if let Ok(s) = value.extract::<String>() {
-        format!("{name}={s}")
-    } else if let Ok(p) = value.extract::<PathBuf>() {
-        format!("{name}={}", p.display())
-    } else if let Ok(d) = value.cast::<PyDict>() {
-        let path: PathBuf = d
-            .get_item("path")?
-            .ok_or_else(|| PyValueError::new_err(format!("`{name}` needs a `path`")))?
-            .extract()?;
-        let mut s = format!("{name}={}", path.display());
-        for (k, v) in d.iter() {
-            let k: String = k.extract()?;
-            if k != "path" {
-                s.push_str(&format!(",{k}={}", v.str()?));
-            }
-        }
-        s
-    } else {
-        return Err(PyTypeError::new_err(format!(
-            "`{name}` must be a path, \"PATH,timeout=5s,...\" or {{\"path\": ..., \"timeout\": ...}}"
-        )));
-    };
-    parse(&text).map_err(|e| PyValueError::new_err(format!("{e:#}")))
+/// A Python value (str, int, float, list, dict) as JSON.
+fn json_value(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    serde_json::from_str(&engine::dumps(py, v)?)
+        .map_err(|e| PyValueError::new_err(format!("not JSON: {e}")))
 }
 
-fn registrations(
+/// A reward or tool from a dict value: a path, `"PATH,timeout=5s,..."`, or `{"path": ...,
+/// "timeout": ..., "retries": ..., <any limit key>: ...}`.
+fn component(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<ComponentSpec> {
+    let invalid = |e: String| PyValueError::new_err(format!("`{name}`: {e}"));
+    if let Ok(s) = value.extract::<String>() {
+        return ComponentSpec::parse(&s).map_err(invalid);
+    }
+    if let Ok(p) = value.extract::<PathBuf>() {
+        return Ok(ComponentSpec::new(p));
+    }
+    if let Ok(d) = value.cast::<PyDict>() {
+        let mut map = serde_json::Map::new();
+        for (k, v) in d.iter() {
+            let k: String = k.extract()?;
+            let v = if k == "path" {
+                serde_json::Value::String(v.extract::<PathBuf>()?.display().to_string())
+            } else {
+                json_value(py, &v)?
+            };
+            map.insert(k, v);
+        }
+        return serde_json::from_value(serde_json::Value::Object(map))
+            .map_err(|e| invalid(e.to_string()));
+    }
+    Err(PyTypeError::new_err(format!(
+        "`{name}` must be a path, \"PATH,timeout=5s,...\" or {{\"path\": ..., \"timeout\": ...}}"
+    )))
+}
+
+fn components(
+    py: Python<'_>,
     what: &Option<Bound<'_, PyDict>>,
-    parse: fn(&str) -> anyhow::Result<rollbox::limits::Registration>,
-) -> PyResult<Vec<rollbox::limits::Registration>> {
-    let mut out = Vec::new();
+) -> PyResult<std::collections::BTreeMap<String, ComponentSpec>> {
+    let mut out = std::collections::BTreeMap::new();
     if let Some(d) = what {
         for (k, v) in d.iter() {
-            out.push(registration(&k.extract::<String>()?, &v, parse)?);
+            let name: String = k.extract()?;
+            let spec = component(py, &name, &v)?;
+            out.insert(name, spec);
         }
     }
     Ok(out)
 }
 
-/// The keys `limits=` takes: one per `rollbox run`/`rollout` limit flag (`--max-memory` is
-/// `memory` or `max_memory`). A fuel budget turns fuel metering on.
-const LIMIT_KEYS: [&str; 12] = [
-    "timeout",
-    "memory",
-    "max_memory",
-    "fuel",
-    "max_boundary_bytes",
-    "max_handles",
-    "max_tensor_bytes",
-    "max_generate_calls",
-    "max_episode_tokens",
-    "max_output_bytes",
-    "max_tokenizer_bytes",
-    "max_host_memory",
-];
-
-/// `limits={"max_host_memory": "8GiB"}`: the host-wide memory budget (`--max-host-memory`),
-/// which is the process's, not one episode's.
-fn host_memory_limit(d: &Option<Bound<'_, PyDict>>) -> PyResult<Option<String>> {
-    match d
-        .as_ref()
-        .map(|d| d.get_item("max_host_memory"))
-        .transpose()?
-    {
-        Some(Some(v)) => Ok(Some(v.str()?.to_string())),
-        _ => Ok(None),
-    }
-}
-
-/// `limits={"timeout": "600s", "memory": "512MiB", "fuel": N, ...}` over the CLI's defaults.
-fn episode_limits(d: &Option<Bound<'_, PyDict>>) -> PyResult<Limits> {
-    let mut args = rollbox::limits::LimitArgs::default();
+/// `limits={"timeout": "600s", "memory": "512MiB", "fuel": N, ...}`: every key of the
+/// runtime's limit table, and `max_host_memory` (the host's budget, not one episode's).
+fn limits(py: Python<'_>, d: &Option<Bound<'_, PyDict>>, spec: &mut HostSpec) -> PyResult<()> {
+    let mut map = serde_json::Map::new();
     if let Some(d) = d {
         for (k, v) in d.iter() {
             let k: String = k.extract()?;
-            let s = v.str()?.to_string();
-            match k.as_str() {
-                "timeout" => args.timeout = Some(s),
-                "memory" | "max_memory" => args.max_memory = Some(s),
-                "fuel" => args.fuel = Some(v.extract()?),
-                "max_generate_calls" => args.max_generate_calls = Some(v.extract()?),
-                "max_tensor_bytes" => args.max_tensor_bytes = Some(s),
-                "max_boundary_bytes" => args.max_boundary_bytes = Some(s),
-                "max_handles" => args.max_handles = Some(v.extract()?),
-                "max_episode_tokens" => args.max_episode_tokens = Some(v.extract()?),
-                "max_output_bytes" => args.max_output_bytes = Some(s),
-                "max_tokenizer_bytes" => args.max_tokenizer_bytes = Some(s),
-                "max_host_memory" => {} // the host's budget: `host_memory_limit`
-                other => {
-                    return Err(PyValueError::new_err(format!(
-                        "unknown limit `{other}`; use {}",
-                        LIMIT_KEYS.join(", ")
-                    )));
-                }
+            let value = json_value(py, &v)?;
+            if k == "max_host_memory" {
+                let text = match &value {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let bytes = rollbox_runtime::parse_size(&text)
+                    .map_err(|e| PyValueError::new_err(format!("max_host_memory: {e}")))?;
+                spec.max_host_memory = Some(bytes as u64);
+            } else if LimitKey::find(&k).is_none() {
+                return Err(PyValueError::new_err(format!(
+                    "unknown limit `{k}`; use {}, max_host_memory",
+                    LimitKey::names()
+                )));
+            } else {
+                map.insert(k, value);
             }
         }
     }
-    args.to_limits()
-        .map_err(|e| PyValueError::new_err(format!("{e:#}")))
+    spec.limits = serde_json::from_value::<LimitSpec>(serde_json::Value::Object(map))
+        .map_err(|e| PyValueError::new_err(format!("limits: {e}")))?;
+    Ok(())
 }
 
 #[pymethods]
@@ -169,7 +139,8 @@ impl Host {
         config: Option<Bound<'_, PyAny>>,
         limits: Option<Bound<'_, PyDict>>,
     ) -> PyResult<Host> {
-        let spec = match &engine {
+        let mut spec = HostSpec::new(workflow);
+        spec.engine = match &engine {
             None => None,
             Some(e) if e.is_instance_of::<PyString>() => Some(
                 e.extract::<String>()?
@@ -182,56 +153,35 @@ impl Host {
                 ));
             }
         };
-        let args = ComponentArgs {
-            engine: spec,
-            tokenizer,
-            rewards: registrations(&rewards, parse_registration)?,
-            tools: registrations(&tools, parse_tool_registration)?,
-            record: None,
-            max_host_memory: host_memory_limit(&limits)?,
+        spec.rewards = components(py, &rewards)?;
+        spec.tools = components(py, &tools)?;
+        spec.tokenizer = tokenizer;
+        self::limits(py, &limits, &mut spec)?;
+        spec.config = match config {
+            None => serde_json::json!({}),
+            Some(c) if c.is_instance_of::<PyString>() => {
+                serde_json::from_str(&c.extract::<String>()?)
+                    .map_err(|e| PyValueError::new_err(format!("config is not JSON: {e}")))?
+            }
+            Some(c) => json_value(py, &c)?,
         };
-        let config_text = match config {
-            None => "{}".to_string(),
-            Some(c) if c.is_instance_of::<PyString>() => c.extract()?,
-            Some(c) => engine::dumps(py, &c)?,
-        };
-        let config: serde_json::Value = serde_json::from_str(&config_text)
-            .map_err(|e| PyValueError::new_err(format!("config is not JSON: {e}")))?;
-        if !config.is_object() {
+        if !spec.config.is_object() {
             return Err(PyValueError::new_err("config must be a JSON object"));
         }
-        let limits = Arc::new(episode_limits(&limits)?);
-        let load = || -> anyhow::Result<(Runtime, WorkflowComponent, Option<Arc<PyEngine>>)> {
-            let (mut services, _) = args.services()?;
-            let py_engine = if args.engine.is_none() {
-                let e = Arc::new(PyEngine::default());
-                services = services.with_backend(e.clone());
-                Some(e)
-            } else {
-                None
-            };
-            let runtime = Runtime::new(
-                RuntimeConfig {
-                    fuel: limits.fuel.is_some() || args.wants_fuel(),
-                    ..RuntimeConfig::default()
-                },
-                services,
-            )?;
-            args.register(&runtime)?;
-            let wf = rollbox::builtin::resolve("workflow", &workflow)
-                .and_then(|path| runtime.load_workflow(&path))
-                .map_err(|e| e.context(format!("loading the workflow {}", workflow.display())))?;
-            Ok((runtime, wf, py_engine))
+        let load = || -> anyhow::Result<(rollbox_host::Host, Option<Arc<PyEngine>>)> {
+            if spec.engine.is_some() {
+                pyo3_async_runtimes::tokio::get_runtime().block_on(spec.ensure_model())?;
+                return Ok((spec.build()?, None));
+            }
+            let e = Arc::new(PyEngine::default());
+            Ok((spec.build_with_engine(e.clone())?, Some(e)))
         };
-        let (runtime, workflow, engine) = py
+        let (host, engine) = py
             .detach(load)
             .map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
         Ok(Host {
-            runtime: Arc::new(runtime),
-            workflow,
+            host: Arc::new(host),
             engine,
-            config,
-            limits,
             next: AtomicU64::new(0),
         })
     }
@@ -265,18 +215,13 @@ impl Host {
         let data: serde_json::Value =
             serde_json::from_str(&json).map_err(|e| PyValueError::new_err(format!("data: {e}")))?;
         let mut request = EpisodeRequest::new(id, data);
-        request.config = (&self.config).into();
         request.sample_index = sample_index;
         if let Some(s) = seed {
             request.seed = s;
         }
-        let (runtime, workflow, limits) = (
-            self.runtime.clone(),
-            self.workflow.clone(),
-            self.limits.clone(),
-        );
+        let host = self.host.clone();
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let r = runtime.run_episode(&workflow, request, limits).await;
+            let r = host.run_episode(request).await;
             drop(guard);
             Python::attach(|py| report::to_python(py, r, report))
         })
@@ -284,19 +229,19 @@ impl Host {
 
     /// Set the policy (weight) version stamped on tokens the engine does not stamp itself.
     fn set_version(&self, version: i32) {
-        self.runtime.services().set_version(version);
+        self.host.set_version(version);
     }
 
     /// The current policy version.
     #[getter]
     fn version(&self) -> i32 {
-        self.runtime.services().version()
+        self.host.version()
     }
 
     /// The workflow component's sha256.
     #[getter]
     fn sha256(&self) -> String {
-        self.workflow.info().sha256.clone()
+        self.host.workflow().info().sha256.clone()
     }
 }
 

@@ -210,7 +210,7 @@ def test_every_limit_key_is_accepted_and_unknown_ones_are_named():
         ("max_host_memory", "64GiB"),
     ]:
         rollbox.Host(str(RLVR), limits={key: value})
-    with pytest.raises(ValueError, match="unknown limit `colour`; use timeout, memory"):
+    with pytest.raises(ValueError, match="unknown limit `colour`; use max_memory, timeout, fuel"):
         rollbox.Host(str(RLVR), limits={"colour": 1})
 
 
@@ -243,3 +243,16 @@ def test_a_forged_rid_is_answered_by_the_episodes_own_engine():
         assert float(a["rewards"][0]) == 1.0 and float(b["rewards"][0]) == 2.0
 
     asyncio.run(main())
+
+
+def test_areal_types_have_one_source():
+    # issue 33: AReaL's request and response types are one file, the guest SDK's
+    # `areal_types.py`; the host package holds it as a link, and the installed copy (editable
+    # or from a wheel) must be that file byte for byte.
+    import rollbox.areal_types as installed
+
+    source = ROOT / "guest-sdk" / "python" / "rollbox" / "areal_types.py"
+    assert Path(installed.__file__).read_bytes() == source.read_bytes()
+    assert rollbox.ModelRequest is installed.ModelRequest
+    g = rollbox.GenerationHyperparameters().new(max_new_tokens=8)
+    assert (g.max_new_tokens, g.top_k, g.max_tokens) == (8, int(1e8), 32768)

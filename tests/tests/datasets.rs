@@ -99,6 +99,8 @@ fn streaming_child() {
             runtime,
             workflow,
             tokenizer: None,
+            config: serde_json::json!({}),
+            limits: Default::default(),
             options: RolloutOptions {
                 n_samples: 1,
                 max_concurrent: 64,

@@ -33,6 +33,8 @@ async fn roll(
         runtime,
         workflow,
         tokenizer: None,
+        config: serde_json::json!({}),
+        limits: Default::default(),
         options,
         provenance: BTreeMap::from([("rollbox_version".to_string(), "test".to_string())]),
     };

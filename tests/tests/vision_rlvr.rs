@@ -285,13 +285,14 @@ async fn a_rollout_of_image_rows_splits_back_by_its_offsets() {
         n_samples: 2,
         batch_size: cases.len(),
         max_concurrent: 4,
-        config: config(&fx, cases[0]),
         ..RolloutOptions::default()
     };
     let rollout = Rollout {
         runtime,
         workflow,
         tokenizer: None,
+        config: config(&fx, cases[0]),
+        limits: Default::default(),
         options,
         provenance: BTreeMap::new(),
     };

@@ -17,7 +17,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use rollbox_runtime::RuntimeConfig;
 
 /// Benchmarks of rollbox that print figures, with baselines measured in the same run.
 #[derive(Parser)]
@@ -297,8 +296,7 @@ async fn run(which: Bench) -> anyhow::Result<()> {
             in_flight,
             setup,
         } => {
-            let setup =
-                rollout::RolloutSetup::new(&setup, Duration::ZERO, RuntimeConfig::default())?;
+            let setup = rollout::RolloutSetup::new(&setup, Duration::ZERO, None)?;
             rollout::rollout(&setup, rows, &in_flight).await
         }
         Bench::Soak {
@@ -311,12 +309,9 @@ async fn run(which: Bench) -> anyhow::Result<()> {
             let latency = Duration::from_millis(latency_ms);
             // A pool slot per episode in flight (and the reward calls'), so all of them are
             // instantiated at once rather than queued for a slot.
-            let config = RuntimeConfig {
-                max_instances: max_instances
-                    .unwrap_or_else(|| u32::try_from(in_flight + 256).unwrap_or(u32::MAX)),
-                ..RuntimeConfig::default()
-            };
-            let setup = rollout::RolloutSetup::new(&setup, latency, config)?;
+            let slots =
+                max_instances.unwrap_or_else(|| u32::try_from(in_flight + 256).unwrap_or(u32::MAX));
+            let setup = rollout::RolloutSetup::new(&setup, latency, Some(slots))?;
             rollout::soak(&setup, rows, in_flight, latency).await
         }
         Bench::Datasets { rows, rounds } => datasets::run(rows, rounds),
@@ -396,9 +391,9 @@ async fn run(which: Bench) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     // SAFETY: first thing in `main`; no other thread exists yet.
-    unsafe { rollbox::process::init() };
+    unsafe { rollbox_host::process::init() };
     let cli = Cli::parse();
-    let outcome = rollbox::process::tokio_runtime().and_then(|rt| rt.block_on(run(cli.which)));
+    let outcome = rollbox_host::process::tokio_runtime().and_then(|rt| rt.block_on(run(cli.which)));
     outcome.map_or_else(
         |e| {
             eprintln!("Error: {e:?}");

@@ -7,50 +7,48 @@ use std::time::Duration;
 
 use rollbox_engines::StopReason;
 use rollbox_engines::testing::FakeBackend;
+use rollbox_host::{ComponentSpec, Host, HostSpec, process};
 use rollbox_rollout::OutputDir;
 use rollbox_rollout::dataset::Dataset;
-use rollbox_runtime::{Runtime, RuntimeConfig, Services};
 
 use crate::RlvrArgs;
 use crate::common::{cpu_seconds, current_rss_mib, peak_rss_mib, require};
 
-/// What `bench rollout` and `bench soak` share: the runtime with the rlvr workflow, the math
-/// reward and an in-process engine answering 64 tokens, and GSM8K-like rows.
+/// What `bench rollout` and `bench soak` share: a host with the rlvr workflow, the math reward
+/// and an in-process engine answering 64 tokens, and GSM8K-like rows.
 pub struct RolloutSetup {
-    runtime: Arc<Runtime>,
-    workflow: Arc<rollbox_runtime::WorkflowComponent>,
-    tokenizer: Arc<rollbox_tokenizer::HostTokenizer>,
+    host: Host,
 }
 
 impl RolloutSetup {
-    pub fn new(args: &RlvrArgs, latency: Duration, config: RuntimeConfig) -> anyhow::Result<Self> {
+    /// `max_instances`: the sandbox pool's slots (`None`: the runtime's default).
+    pub fn new(
+        args: &RlvrArgs,
+        latency: Duration,
+        max_instances: Option<u32>,
+    ) -> anyhow::Result<Self> {
         let (model, workflow, math) = (Path::new(&args.model), &args.workflow, &args.math);
         require(model)?;
         require(workflow)?;
         require(math)?;
         // As `rollbox rollout` with a remote engine: no model weights in this process.
-        rollbox::process::disable_huge_pages();
-        let tok = Arc::new(rollbox_tokenizer::HostTokenizer::load(model)?);
+        process::disable_huge_pages();
+        let tok = rollbox_tokenizer::HostTokenizer::load(model)?;
         let mut tokens = tok.encode(
             "She sold 48 clips in April and half as many in May, so 48 + 24 = 72 clips. The answer is \\boxed{72}.",
             false,
         )?;
         tokens.resize(63, 198);
         tokens.push(2);
-        let services = Services::new()
-            .with_tokenizer(tok.clone())
-            .with_backend(Arc::new(
-                FakeBackend::fixed(tokens, vec![-0.25; 64], StopReason::Stop).with_delay(latency),
-            ));
-        let runtime = Arc::new(Runtime::new(config, services)?);
-        runtime.register_reward("math", math, rollbox_runtime::CallPolicy::default())?;
-        let workflow = Arc::new(runtime.load_workflow(workflow)?);
-        rollbox::process::release_setup_memory();
-        Ok(RolloutSetup {
-            runtime,
-            workflow,
-            tokenizer: tok,
-        })
+        let mut spec = HostSpec::new(workflow);
+        spec.tokenizer = Some(model.to_path_buf());
+        spec.rewards.insert("math".into(), ComponentSpec::new(math));
+        spec.max_instances = max_instances;
+        let host = spec.build_with_engine(Arc::new(
+            FakeBackend::fixed(tokens, vec![-0.25; 64], StopReason::Stop).with_delay(latency),
+        ))?;
+        process::release_setup_memory();
+        Ok(RolloutSetup { host })
     }
 
     fn rows(&self, rows: usize) -> Vec<rollbox_rollout::dataset::Row> {
@@ -70,18 +68,12 @@ impl RolloutSetup {
     }
 
     fn rollout(&self, in_flight: usize) -> rollbox_rollout::Rollout {
-        rollbox_rollout::Rollout {
-            runtime: self.runtime.clone(),
-            workflow: self.workflow.clone(),
-            tokenizer: Some(self.tokenizer.clone()),
-            options: rollbox_rollout::RolloutOptions {
-                n_samples: 1,
-                max_concurrent: in_flight,
-                batch_size: 64,
-                ..rollbox_rollout::RolloutOptions::default()
-            },
-            provenance: Default::default(),
-        }
+        self.host.rollout(rollbox_rollout::RolloutOptions {
+            n_samples: 1,
+            max_concurrent: in_flight,
+            batch_size: 64,
+            ..rollbox_rollout::RolloutOptions::default()
+        })
     }
 }
 
@@ -131,7 +123,7 @@ pub async fn soak(
     println!(
         "soak: {rows} rows x 1 sample, {in_flight} in flight, engine latency {} ms, rlvr workflow + math reward ({} instance allocation)",
         latency.as_millis(),
-        if setup.runtime.is_pooled() {
+        if setup.host.runtime().is_pooled() {
             "pooled"
         } else {
             "on-demand"

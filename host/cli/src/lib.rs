@@ -1,11 +1,8 @@
-//! The `rollbox` command line as a library: one module per subcommand under [`cmd`], the
-//! flags they share, and the process settings every rollbox binary makes (allocator, huge
-//! pages). The `rollbox` binary (`main.rs`) parses and dispatches; `rollbox-bench`
-//! (`host/bench`) reuses the setup code.
+//! The `rollbox` command line as a library: one module per subcommand under [`cmd`] and the
+//! flags they share. The flags become a [`rollbox_host::HostSpec`]; everything a run is built
+//! from lives in `rollbox-host`, which the Python package and the bench use too. The `rollbox`
+//! binary (`main.rs`) parses and dispatches.
 
-pub mod builtin;
 pub mod cmd;
 pub mod config_file;
 pub mod limits;
-pub mod model;
-pub mod process;

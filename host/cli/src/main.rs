@@ -60,9 +60,9 @@ fn parse() -> anyhow::Result<Cli> {
 
 fn main() -> ExitCode {
     // SAFETY: first thing in `main`; no other thread exists yet.
-    unsafe { rollbox::process::init() };
+    unsafe { rollbox_host::process::init() };
     let outcome = parse().and_then(|cli| {
-        rollbox::process::tokio_runtime()?.block_on(async move {
+        rollbox_host::process::tokio_runtime()?.block_on(async move {
             match cli.command {
                 Command::Inspect(a) => cmd::inspect::run(a).map(|()| ExitCode::SUCCESS),
                 Command::Components(a) => cmd::components::run(a).map(|()| ExitCode::SUCCESS),

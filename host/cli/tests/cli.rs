@@ -488,6 +488,47 @@ fn rollout_enforces_fuel_for_workflows_and_rewards() {
     );
 }
 
+/// `run --fuel` and a reward's `fuel=N` under `run` are enforced (issue 33: one fuel test per
+/// entry point): a workflow and a reward that loop forever end out of fuel long before their
+/// 60 s timeouts.
+#[test]
+fn run_enforces_fuel_for_workflows_and_rewards() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let start = std::time::Instant::now();
+    let (ok, stdout, _) = rollbox(
+        &["run", c::ADV_LOOP, "--fuel", "10000000", "--timeout", "60s"],
+        tmp.path(),
+    );
+    assert!(!ok, "the episode fails");
+    assert!(stdout.contains("[out_of_fuel]"), "{stdout}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+    let spin = format!(
+        "math={},fuel=10000000,timeout=60s,retries=0",
+        c::REWARD_SPIN
+    );
+    let start = std::time::Instant::now();
+    let (_, stdout, err) = rollbox(
+        &[
+            "run",
+            c::WORKFLOW_RLVR,
+            "--engine",
+            "embedded",
+            "--reward",
+            &spin,
+            "--data",
+            r#"{"messages": [{"role": "user", "content": "1 + 1?"}], "answer": "2"}"#,
+            "--config",
+            r#"{"reward": "math", "gconfig": {"greedy": true, "max_new_tokens": 2}}"#,
+        ],
+        tmp.path(),
+    );
+    assert!(
+        stdout.contains("reward   math = none") && stdout.contains("out of fuel"),
+        "{stdout}{err}"
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+}
+
 /// Guest text reaches the terminal and the log escaped (issue 32, part 5): a failure message
 /// and stdout carrying a newline with a forged host log line and an ANSI clear-screen come out
 /// as one escaped line each; no line of the output starts with the forged timestamp and no

@@ -179,7 +179,18 @@ fn large_images_are_refused_within_the_budget() {
         &rows,
         &[&args[..], &["--max-host-memory", "1GiB"]].concat(),
     );
-    assert!(r.dropped.contains("memory budget"), "{}", r.dropped);
+    // A refused episode either fails (the refusal came as it created its one small tensor)
+    // or returns that tensor instead of the images, which the batch's schema drops as a key
+    // mismatch: which of the two depends on timing, that some are refused does not.
+    let mismatched = r.stats["groups_dropped"]["key_mismatch"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        r.dropped.contains("memory budget") || mismatched > 0,
+        "no image batch was refused: {}\n{}",
+        r.stats,
+        r.dropped
+    );
     assert_within(&r, 1 << 30, "large images");
 }
 

@@ -161,19 +161,11 @@ fn assemble(
         .collect();
     let tensors = rollbox_tensor::concat_padded_within(&dicts, 0.0, MAX_BATCH_TENSOR_BYTES)?;
     let lines: Vec<String> = kept.iter().flat_map(|k| k.lines.iter().cloned()).collect();
-    let mut metadata = provenance.clone();
-    metadata.insert(
-        "group_sizes".into(),
-        serde_json::to_string(
-            &groups
-                .iter()
-                .map(|(_, k)| k.iter().map(|x| x.raw_rewards.len().max(1)).sum::<usize>())
-                .collect::<Vec<_>>(),
-        )?,
-    );
-    if let Some(offsets) = multi_modal_offsets(&dicts) {
-        metadata.insert("multi_modal_offsets".into(), offsets);
-    }
+    let group_sizes = groups
+        .iter()
+        .map(|(_, k)| k.iter().map(|x| x.raw_rewards.len().max(1)).sum::<usize>())
+        .collect();
+    let multi_modal_offsets = multi_modal_offsets(&dicts);
     let account = BatchAccount {
         rewards: kept
             .iter()
@@ -187,35 +179,40 @@ fn assemble(
     };
     let batch = Batch {
         tensors,
-        metadata,
+        provenance: provenance.clone(),
+        group_sizes,
+        multi_modal_offsets,
         rows: groups.iter().map(|(r, _)| *r).collect(),
         lines,
+        number: None,
     };
     Ok((batch, account))
 }
 
 /// Where each trajectory's rows of each multi-modal key start in the batch (`offsets[i]` to
-/// `offsets[i + 1]` are trajectory `i`'s, AReaL's `multi_modal_input[i]`), as the JSON object
-/// `{key: [0, ..., rows]}`; `None` without multi-modal keys. Episodes with such keys hold one
+/// `offsets[i + 1]` are trajectory `i`'s, AReaL's `multi_modal_input[i]`): `key -> [0, ...,
+/// rows]`, empty without multi-modal keys. Episodes with such keys hold one
 /// trajectory each (checked at the guest boundary), so trajectory and batch row agree.
-fn multi_modal_offsets(dicts: &[Vec<(String, &HostTensor)>]) -> Option<String> {
-    let first = dicts.first()?;
-    let mut out = serde_json::Map::new();
+fn multi_modal_offsets(dicts: &[Vec<(String, &HostTensor)>]) -> BTreeMap<String, Vec<u64>> {
+    let mut out = BTreeMap::new();
+    let Some(first) = dicts.first() else {
+        return out;
+    };
     for (key, _) in first
         .iter()
         .filter(|(k, _)| rollbox_tensor::is_multi_modal_key(k))
     {
         let mut offsets = Vec::with_capacity(dicts.len() + 1);
-        let mut at = 0usize;
+        let mut at = 0u64;
         offsets.push(at);
         for d in dicts {
             at += d
                 .iter()
                 .find(|(k, _)| k == key)
-                .map_or(0, |(_, t)| t.shape().first().copied().unwrap_or(0));
+                .map_or(0, |(_, t)| t.shape().first().copied().unwrap_or(0) as u64);
             offsets.push(at);
         }
-        out.insert(key.clone(), serde_json::json!(offsets));
+        out.insert(key.clone(), offsets);
     }
-    (!out.is_empty()).then(|| serde_json::Value::Object(out).to_string())
+    out
 }

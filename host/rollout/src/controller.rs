@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rollbox_runtime::{
-    EpisodeOutcome, EpisodeReport, EpisodeRequest, JsonText, Runtime, Trajectory,
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, JsonText, Limits, Runtime, Trajectory,
     WorkflowComponent, escape_control,
 };
 use rollbox_tensor::{HostTensor, TensorData};
@@ -31,7 +31,11 @@ pub struct Rollout {
     pub workflow: Arc<WorkflowComponent>,
     /// For prompt/completion text in `trajectories.jsonl`.
     pub tokenizer: Option<Arc<HostTokenizer>>,
-    /// Settings.
+    /// The workflow's configuration, a JSON object, given to every episode.
+    pub config: serde_json::Value,
+    /// Each episode's limits.
+    pub limits: Arc<Limits>,
+    /// Settings of the run: groups, batches, concurrency, seeds.
     pub options: RolloutOptions,
     /// Metadata for every batch (component sha256s, rollbox version, ...).
     pub provenance: BTreeMap<String, String>,
@@ -69,7 +73,7 @@ impl Rollout {
                 .min(max_rows),
             ..Progress::default()
         };
-        let config = JsonText::from(&o.config);
+        let config = JsonText::from(&self.config);
         let episodes = Arc::new(Semaphore::new(o.max_concurrent.max(1)));
         let (tx, mut rx) = mpsc::unbounded_channel::<GroupResult>();
         let mut staleness = Staleness {
@@ -179,7 +183,7 @@ impl Rollout {
         let (n_samples, seed, limits) = (
             self.options.n_samples,
             self.options.seed,
-            self.options.limits.clone(),
+            self.limits.clone(),
         );
         let config = config.clone();
         // The group counts as in flight from here (the controller's staleness accounting).

@@ -1,8 +1,4 @@
-//! The settings of a run.
-
-use std::sync::Arc;
-
-use rollbox_runtime::Limits;
+//! The settings of a run (the episodes' config and limits are the [`Rollout`](crate::Rollout)'s).
 
 use crate::group::{Filter, GroupPolicy, Normalization};
 
@@ -23,10 +19,6 @@ pub struct RolloutOptions {
     pub normalize: Option<Normalization>,
     /// Group acceptance filter.
     pub filter: Option<Filter>,
-    /// The workflow's configuration.
-    pub config: serde_json::Value,
-    /// Per-episode limits.
-    pub limits: Arc<Limits>,
     /// Base seed; episode seeds derive from it, the row and the sample index.
     pub seed: u64,
     /// Run at most this many (not yet done) rows.
@@ -43,8 +35,6 @@ impl Default for RolloutOptions {
             drop_incomplete_groups: false,
             normalize: None,
             filter: None,
-            config: serde_json::json!({}),
-            limits: Arc::new(Limits::default()),
             seed: 0,
             max_rows: None,
         }

@@ -227,8 +227,8 @@ impl BatchSink for OutputDir {
     /// to `trajectories.jsonl` and syncs it.
     fn prepare(&mut self, mut batch: Batch) -> anyhow::Result<Option<WriteJob>> {
         let n = self.next_batch;
-        batch.stamp(n)?;
-        let safetensors = rollbox_tensor::to_safetensors_bytes(&batch.tensors, &batch.metadata)?;
+        batch.number = Some(n);
+        let safetensors = rollbox_tensor::to_safetensors_bytes(&batch.tensors, &batch.header()?)?;
         // Numbered only once it can be written: a batch refused here is split or dropped by
         // the controller and leaves no gap.
         self.next_batch += 1;

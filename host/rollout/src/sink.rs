@@ -9,32 +9,96 @@ use rollbox_tensor::HostTensor;
 use crate::group::DropReason;
 use crate::stats::Stats;
 
-/// An assembled batch on its way to a sink: AReaL's padded tensor dict, the header metadata
-/// (provenance, `group_sizes`), the dataset rows it holds and one `trajectories.jsonl` line per
-/// trajectory (serialised JSON objects).
-#[derive(Debug, Clone)]
+/// An assembled batch on its way to a sink: AReaL's padded tensor dict and what the header
+/// says about it, as typed fields; JSON text only in [`Batch::header`], when the safetensors
+/// header is written.
+#[derive(Debug, Clone, Default)]
 pub struct Batch {
     /// The padded tensors.
     pub tensors: Vec<(String, HostTensor)>,
-    /// Header metadata; the sink adds `batch`, `rows` and `trajectories`.
-    pub metadata: BTreeMap<String, String>,
+    /// Provenance (rollbox's version, the engine, component sha256s): header keys as they are.
+    pub provenance: BTreeMap<String, String>,
+    /// Trajectories per kept group, in batch order (`group_sizes`).
+    pub group_sizes: Vec<usize>,
+    /// Where each trajectory's rows of each multi-modal key start (`offsets[i]` to
+    /// `offsets[i + 1]` are trajectory `i`'s); empty without multi-modal keys.
+    pub multi_modal_offsets: BTreeMap<String, Vec<u64>>,
     /// Dataset rows, in batch order.
     pub rows: Vec<usize>,
-    /// Trajectory lines, one per row of the tensors.
+    /// Trajectory lines (serialised JSON objects), one per row of the tensors.
     pub lines: Vec<String>,
+    /// Its number in the run, once a sink has taken it.
+    pub number: Option<usize>,
 }
 
 impl Batch {
-    /// Add the keys every batch header holds: `batch` (its number), `rows` (a JSON list) and
-    /// `trajectories` (the lines as one JSON list).
-    pub fn stamp(&mut self, number: usize) -> serde_json::Result<()> {
-        self.metadata.insert("batch".into(), number.to_string());
-        self.metadata
-            .insert("rows".into(), serde_json::to_string(&self.rows)?);
+    /// The safetensors header metadata: the provenance, `batch` (its number), `rows`,
+    /// `group_sizes`, `trajectories` (the lines as one JSON list) and, with multi-modal keys,
+    /// `multi_modal_offsets`.
+    pub fn header(&self) -> serde_json::Result<BTreeMap<String, String>> {
+        let mut h = self.provenance.clone();
+        if let Some(n) = self.number {
+            h.insert("batch".into(), n.to_string());
+        }
+        h.insert("rows".into(), serde_json::to_string(&self.rows)?);
+        h.insert(
+            "group_sizes".into(),
+            serde_json::to_string(&self.group_sizes)?,
+        );
         // The lines are serialised JSON objects: the header holds them as one JSON list.
-        self.metadata
-            .insert("trajectories".into(), format!("[{}]", self.lines.join(",")));
-        Ok(())
+        h.insert("trajectories".into(), format!("[{}]", self.lines.join(",")));
+        if !self.multi_modal_offsets.is_empty() {
+            h.insert(
+                "multi_modal_offsets".into(),
+                serde_json::to_string(&self.multi_modal_offsets)?,
+            );
+        }
+        Ok(h)
+    }
+
+    /// `batches` as one: tensors padded as AReaL's `concat_padded_tensors` pads (within
+    /// `max_tensor_bytes`), rows, lines and group sizes concatenated in order, multi-modal
+    /// offsets continued across batches, the first batch's number and provenance. No batch:
+    /// an empty one with `provenance`.
+    pub fn join(
+        mut batches: Vec<Batch>,
+        provenance: BTreeMap<String, String>,
+        max_tensor_bytes: usize,
+    ) -> anyhow::Result<Batch> {
+        match batches.len() {
+            0 => Ok(Batch {
+                provenance,
+                ..Batch::default()
+            }),
+            1 => Ok(batches.remove(0)),
+            _ => {
+                let dicts: Vec<Vec<(String, &HostTensor)>> = batches
+                    .iter()
+                    .map(|b| b.tensors.iter().map(|(k, t)| (k.clone(), t)).collect())
+                    .collect();
+                let tensors = rollbox_tensor::concat_padded_within(&dicts, 0.0, max_tensor_bytes)?;
+                let mut joined = Batch {
+                    tensors,
+                    provenance: batches[0].provenance.clone(),
+                    number: batches[0].number,
+                    ..Batch::default()
+                };
+                for b in batches {
+                    for (key, offsets) in b.multi_modal_offsets {
+                        let list = joined
+                            .multi_modal_offsets
+                            .entry(key)
+                            .or_insert_with(|| vec![0]);
+                        let base = *list.last().unwrap_or(&0);
+                        list.extend(offsets.iter().skip(1).map(|o| base + o));
+                    }
+                    joined.rows.extend(b.rows);
+                    joined.lines.extend(b.lines);
+                    joined.group_sizes.extend(b.group_sizes);
+                }
+                Ok(joined)
+            }
+        }
     }
 }
 
@@ -139,9 +203,6 @@ impl FromIterator<usize> for RowSet {
     }
 }
 
-/// A request's batches joined into one: the tensor dict and the header metadata.
-pub type Joined = (Vec<(String, HostTensor)>, BTreeMap<String, String>);
-
 /// A sink that keeps batches in memory, for answering a request without files.
 #[derive(Debug, Default)]
 pub struct MemorySink {
@@ -160,73 +221,14 @@ impl MemorySink {
         MemorySink::default()
     }
 
-    /// The batches joined into one: tensors padded as AReaL's `concat_padded_tensors` pads
-    /// (within `max_tensor_bytes`), `rows`, `trajectories` and `group_sizes` concatenated in
-    /// order, `multi_modal_offsets` continued across batches, the other metadata of the first
-    /// batch. With no batch: no tensors and `metadata`
-    /// with an empty `trajectories` list.
+    /// The batches joined into one ([`Batch::join`]).
     pub fn join(
-        mut self,
-        mut metadata: BTreeMap<String, String>,
+        self,
+        provenance: BTreeMap<String, String>,
         max_tensor_bytes: usize,
-    ) -> anyhow::Result<Joined> {
-        match self.batches.len() {
-            0 => {
-                metadata.insert("trajectories".into(), "[]".into());
-                Ok((Vec::new(), metadata))
-            }
-            1 => {
-                let b = self.batches.remove(0);
-                Ok((b.tensors, b.metadata))
-            }
-            _ => {
-                let dicts: Vec<Vec<(String, &HostTensor)>> = self
-                    .batches
-                    .iter()
-                    .map(|b| b.tensors.iter().map(|(k, t)| (k.clone(), t)).collect())
-                    .collect();
-                let tensors = rollbox_tensor::concat_padded_within(&dicts, 0.0, max_tensor_bytes)?;
-                let mut meta = self.batches[0].metadata.clone();
-                for key in ["rows", "trajectories", "group_sizes"] {
-                    let mut all = Vec::new();
-                    for b in &self.batches {
-                        if let Some(text) = b.metadata.get(key) {
-                            let list: Vec<&serde_json::value::RawValue> =
-                                serde_json::from_str(text)?;
-                            all.extend(list);
-                        }
-                    }
-                    meta.insert(key.into(), serde_json::to_string(&all)?);
-                }
-                if let Some(offsets) = join_offsets(&self.batches)? {
-                    meta.insert("multi_modal_offsets".into(), offsets);
-                }
-                Ok((tensors, meta))
-            }
-        }
+    ) -> anyhow::Result<Batch> {
+        Batch::join(self.batches, provenance, max_tensor_bytes)
     }
-}
-
-/// The batches' `multi_modal_offsets` as one list per key: each batch's offsets shifted by the
-/// rows the batches before it hold.
-fn join_offsets(batches: &[Batch]) -> anyhow::Result<Option<String>> {
-    let mut joined: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for b in batches {
-        let Some(text) = b.metadata.get("multi_modal_offsets") else {
-            continue;
-        };
-        let part: BTreeMap<String, Vec<u64>> = serde_json::from_str(text)?;
-        for (key, offsets) in part {
-            let list = joined.entry(key).or_insert_with(|| vec![0]);
-            let base = *list.last().unwrap_or(&0);
-            list.extend(offsets.iter().skip(1).map(|o| base + o));
-        }
-    }
-    Ok(if joined.is_empty() {
-        None
-    } else {
-        Some(serde_json::to_string(&joined)?)
-    })
 }
 
 impl BatchSink for MemorySink {
@@ -239,7 +241,7 @@ impl BatchSink for MemorySink {
     }
 
     fn prepare(&mut self, mut batch: Batch) -> anyhow::Result<Option<WriteJob>> {
-        batch.stamp(self.batches.len())?;
+        batch.number = Some(self.batches.len());
         self.batches.push(batch);
         Ok(None)
     }
@@ -274,12 +276,11 @@ mod tests {
                 "input_ids".into(),
                 HostTensor::new(TensorData::I32(ids), vec![n, len]).expect("shape"),
             )],
-            metadata: BTreeMap::from([
-                ("group_sizes".to_string(), "[1]".to_string()),
-                ("rollbox_version".to_string(), "test".to_string()),
-            ]),
+            provenance: BTreeMap::from([("rollbox_version".to_string(), "test".to_string())]),
+            group_sizes: vec![1],
             rows: vec![row],
             lines: vec![format!("{{\"row\":{row}}}")],
+            ..Batch::default()
         }
     }
 
@@ -303,7 +304,8 @@ mod tests {
         for b in [batch(3, vec![1, 2, 3], 3), batch(5, vec![4, 5], 2)] {
             assert!(sink.prepare(b).expect("prepared").is_none());
         }
-        let (tensors, meta) = sink.join(BTreeMap::new(), 1 << 20).expect("joined");
+        let joined = sink.join(BTreeMap::new(), 1 << 20).expect("joined");
+        let (tensors, meta) = (&joined.tensors, joined.header().expect("header"));
         assert_eq!(tensors[0].1.shape(), &[2, 3]);
         assert_eq!(
             tensors[0].1.data().expect("data"),
@@ -316,16 +318,24 @@ mod tests {
         assert_eq!(meta["batch"], "0");
         let mut one = MemorySink::new();
         one.prepare(batch(7, vec![1], 1)).expect("prepared");
-        let (t, meta) = one.join(BTreeMap::new(), 1 << 20).expect("one batch");
+        let b = one.join(BTreeMap::new(), 1 << 20).expect("one batch");
         assert_eq!(
-            (t[0].1.shape(), meta["rows"].as_str()),
+            (
+                b.tensors[0].1.shape(),
+                b.header().expect("header")["rows"].as_str()
+            ),
             (&[1, 1][..], "[7]")
         );
-        let (t, meta) = MemorySink::new()
+        let b = MemorySink::new()
             .join(BTreeMap::from([("k".into(), "v".into())]), 1 << 20)
             .expect("no batch");
-        assert!(t.is_empty());
-        assert_eq!(meta["trajectories"], "[]");
+        assert!(b.tensors.is_empty());
+        let meta = b.header().expect("header");
+        assert_eq!(
+            (meta["trajectories"].as_str(), meta["k"].as_str()),
+            ("[]", "v")
+        );
+        assert!(!meta.contains_key("batch") && !meta.contains_key("multi_modal_offsets"));
     }
 
     /// Multi-modal offsets go on across the joined batches.
@@ -333,17 +343,20 @@ mod tests {
     fn multi_modal_offsets_continue_across_joined_batches() {
         let mut sink = MemorySink::new();
         for (row, offsets) in [
-            (1, r#"{"m.x":[0,4,6],"m.g":[0,1,2]}"#),
-            (2, r#"{"m.x":[0,3],"m.g":[0,2]}"#),
+            (1, [("m.x", vec![0, 4, 6]), ("m.g", vec![0, 1, 2])]),
+            (2, [("m.x", vec![0, 3]), ("m.g", vec![0, 2])]),
         ] {
             let mut b = batch(row, vec![1, 2], 2);
-            b.metadata
-                .insert("multi_modal_offsets".into(), offsets.into());
+            b.multi_modal_offsets = offsets
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
             sink.prepare(b).expect("prepared");
         }
-        let (_, meta) = sink.join(BTreeMap::new(), 1 << 20).expect("joined");
+        let joined = sink.join(BTreeMap::new(), 1 << 20).expect("joined");
         let got: serde_json::Value =
-            serde_json::from_str(&meta["multi_modal_offsets"]).expect("JSON");
+            serde_json::from_str(&joined.header().expect("header")["multi_modal_offsets"])
+                .expect("JSON");
         assert_eq!(
             got,
             serde_json::json!({"m.x": [0, 4, 6, 9], "m.g": [0, 1, 2, 4]})

@@ -131,6 +131,260 @@ impl Limits {
     }
 }
 
+/// How a limit's value is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitUnit {
+    /// Bytes: `123`, `64KiB`, `512MiB`, `1GiB` ([`parse_size`]).
+    Bytes,
+    /// A duration: `600s`, `1.5s`, `250ms`, `2m`, or plain seconds ([`parse_duration`]).
+    Duration,
+    /// A plain count.
+    Count,
+}
+
+/// A limit's value, in its unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitValue {
+    /// Bytes or a count.
+    Number(u64),
+    /// A duration.
+    Duration(Duration),
+}
+
+impl LimitValue {
+    fn number(self) -> u64 {
+        match self {
+            LimitValue::Number(n) => n,
+            LimitValue::Duration(d) => d.as_secs(),
+        }
+    }
+
+    fn duration(self) -> Duration {
+        match self {
+            LimitValue::Duration(d) => d,
+            LimitValue::Number(n) => Duration::from_secs(n),
+        }
+    }
+}
+
+/// One limit a user sets: its key (`max_memory`; the flag `--max-memory`, the keyword
+/// `limits={"max_memory": ...}`), what it bounds, its unit, and the [`Limits`] field it sets.
+/// [`LIMIT_KEYS`] is every one of them: an entry point that takes limits takes them from this
+/// table, so a limit added here reaches the CLI, the config file, Python and the spec at once.
+#[derive(Debug)]
+pub struct LimitKey {
+    /// The key, `snake_case`.
+    pub key: &'static str,
+    /// The command-line flag, without `--`.
+    pub flag: &'static str,
+    /// What it bounds, a short sentence.
+    pub help: &'static str,
+    /// How its value is written.
+    pub unit: LimitUnit,
+    set: fn(&mut Limits, LimitValue),
+    get: fn(&Limits) -> LimitValue,
+}
+
+fn bytes(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// Every limit a user can set, in the order help texts list them.
+pub const LIMIT_KEYS: &[LimitKey] = &[
+    LimitKey {
+        key: "max_memory",
+        flag: "max-memory",
+        help: "Linear memory per instance (e.g. 512MiB, 1GiB)",
+        unit: LimitUnit::Bytes,
+        set: |l, v| l.max_memory_bytes = v.number(),
+        get: |l| LimitValue::Number(l.max_memory_bytes),
+    },
+    LimitKey {
+        key: "timeout",
+        flag: "timeout",
+        help: "Wall-clock time per episode or call (e.g. 600s, 1.5s, 250ms)",
+        unit: LimitUnit::Duration,
+        set: |l, v| l.timeout = v.duration(),
+        get: |l| LimitValue::Duration(l.timeout),
+    },
+    LimitKey {
+        key: "fuel",
+        flag: "fuel",
+        help: "Fuel (about one per wasm instruction) per episode or call; turns fuel metering on",
+        unit: LimitUnit::Count,
+        set: |l, v| l.fuel = Some(v.number()),
+        get: |l| LimitValue::Number(l.fuel.unwrap_or(0)),
+    },
+    LimitKey {
+        key: "max_boundary_bytes",
+        flag: "max-boundary-bytes",
+        help: "Bytes a guest may move into the host in one call",
+        unit: LimitUnit::Bytes,
+        set: |l, v| l.max_boundary_bytes = bytes(v.number()),
+        get: |l| LimitValue::Number(l.max_boundary_bytes as u64),
+    },
+    LimitKey {
+        key: "max_handles",
+        flag: "max-handles",
+        help: "Live tensor handles per episode",
+        unit: LimitUnit::Count,
+        set: |l, v| l.max_handles = bytes(v.number()),
+        get: |l| LimitValue::Number(l.max_handles as u64),
+    },
+    LimitKey {
+        key: "max_tensor_bytes",
+        flag: "max-tensor-bytes",
+        help: "Bytes of tensors an episode may create",
+        unit: LimitUnit::Bytes,
+        set: |l, v| l.max_tensor_bytes = bytes(v.number()),
+        get: |l| LimitValue::Number(l.max_tensor_bytes as u64),
+    },
+    LimitKey {
+        key: "max_generate_calls",
+        flag: "max-generate-calls",
+        help: "Generate requests per episode",
+        unit: LimitUnit::Count,
+        set: |l, v| l.max_generate_calls = u32::try_from(v.number()).unwrap_or(u32::MAX),
+        get: |l| LimitValue::Number(u64::from(l.max_generate_calls)),
+    },
+    LimitKey {
+        key: "max_episode_tokens",
+        flag: "max-episode-tokens",
+        help: "Generated tokens per episode",
+        unit: LimitUnit::Count,
+        set: |l, v| l.max_generated_tokens = v.number(),
+        get: |l| LimitValue::Number(l.max_generated_tokens),
+    },
+    LimitKey {
+        key: "max_output_bytes",
+        flag: "max-output-bytes",
+        help: "Captured stdout and stderr bytes each per episode",
+        unit: LimitUnit::Bytes,
+        set: |l, v| {
+            l.max_stdout_bytes = bytes(v.number());
+            l.max_stderr_bytes = bytes(v.number());
+        },
+        get: |l| LimitValue::Number(l.max_stdout_bytes as u64),
+    },
+    LimitKey {
+        key: "max_tokenizer_bytes",
+        flag: "max-tokenizer-bytes",
+        help: "Input bytes one tokenizer call takes (encode text, chat messages)",
+        unit: LimitUnit::Bytes,
+        set: |l, v| l.max_tokenizer_input_bytes = bytes(v.number()),
+        get: |l| LimitValue::Number(l.max_tokenizer_input_bytes as u64),
+    },
+];
+
+impl LimitKey {
+    /// The entry of `key` (`memory` is `max_memory`'s short name); `None` for an unknown key.
+    pub fn find(key: &str) -> Option<&'static LimitKey> {
+        let key = if key == "memory" { "max_memory" } else { key };
+        LIMIT_KEYS.iter().find(|k| k.key == key)
+    }
+
+    /// The keys, for messages: `max_memory, timeout, ...`.
+    pub fn names() -> String {
+        LIMIT_KEYS
+            .iter()
+            .map(|k| k.key)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `text` as a value of this limit's unit.
+    pub fn parse(&self, text: &str) -> Result<LimitValue, String> {
+        match self.unit {
+            LimitUnit::Bytes => parse_size(text).map(|n| LimitValue::Number(n as u64)),
+            LimitUnit::Duration => parse_duration(text).map(LimitValue::Duration),
+            LimitUnit::Count => text
+                .trim()
+                .parse()
+                .map(LimitValue::Number)
+                .map_err(|_| format!("`{text}` is not a whole number")),
+        }
+    }
+
+    /// Set this limit in `limits`.
+    pub fn set(&self, limits: &mut Limits, value: LimitValue) {
+        (self.set)(limits, value)
+    }
+
+    /// This limit's value in `limits`.
+    pub fn get(&self, limits: &Limits) -> LimitValue {
+        (self.get)(limits)
+    }
+
+    /// This limit's value in `limits` the way it is written (`512MiB`, `600s`, `1024`;
+    /// `unmetered` for no fuel).
+    pub fn show(&self, limits: &Limits) -> String {
+        match (self.key, self.get(limits)) {
+            ("fuel", _) if limits.fuel.is_none() => "unmetered".into(),
+            (_, LimitValue::Duration(d)) => format!("{}s", d.as_secs_f64()),
+            (_, LimitValue::Number(n)) if self.unit == LimitUnit::Bytes => show_size(n),
+            (_, LimitValue::Number(n)) => n.to_string(),
+        }
+    }
+}
+
+/// `n` bytes the way sizes are written (`512MiB`).
+pub fn show_size(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{}GiB", n >> 30),
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}KiB", n >> 10),
+        n => n.to_string(),
+    }
+}
+
+/// `123`, `64KiB`, `512MiB`, `1GiB` (also `KB`/`MB`/`GB` as powers of 1000).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size like 512MiB"))?;
+    let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "kb" => 1000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` in `{s}`; use B, KiB, MiB or GiB"
+            ));
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// `600s`, `1.5s`, `250ms`, `2m`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration like 30s or 250ms"))?;
+    if !v.is_finite() || v <= 0.0 || v * scale > 1e9 {
+        return Err(format!("`{s}` must be a positive duration under 30 years"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +415,34 @@ mod tests {
             ..Limits::default()
         };
         assert!(l.validate().expect_err("fuel").contains("fuel"));
+    }
+
+    /// Every key sets the field it names: each changes `Limits` from the default, and reads
+    /// back as set.
+    #[test]
+    fn every_limit_key_sets_its_field() {
+        for k in LIMIT_KEYS {
+            let text = match k.unit {
+                LimitUnit::Bytes => "12KiB",
+                LimitUnit::Duration => "2s",
+                LimitUnit::Count => "7",
+            };
+            let v = k.parse(text).expect(k.key);
+            let mut l = Limits::default();
+            k.set(&mut l, v);
+            assert_ne!(l, Limits::default(), "{} changed nothing", k.key);
+            assert_eq!(k.get(&l), v, "{}", k.key);
+            assert_eq!(LimitKey::find(k.key).map(|f| f.key), Some(k.key));
+            assert_eq!(k.flag, k.key.replace('_', "-"));
+        }
+        assert_eq!(LimitKey::find("memory").map(|k| k.key), Some("max_memory"));
+        assert!(LimitKey::find("colour").is_none());
+        let m = LimitKey::find("max_memory").expect("memory");
+        assert_eq!(m.show(&Limits::default()), "512MiB");
+        assert!(m.parse("12 parsecs").is_err());
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("-1s").is_err() && parse_duration("1e300").is_err());
+        assert_eq!(parse_size("1 GiB"), Ok(1 << 30));
     }
 }

@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use crate::builtin::{ARITH, ARITH_NAME, BUILTINS};
+use rollbox_host::builtin::{ARITH, ARITH_NAME, BUILTINS};
 
 /// Flags of `rollbox components`.
 #[derive(Args, Debug)]

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use rollbox_runtime::{Runtime, RuntimeConfig, Services};
 
 /// Flags of `rollbox inspect`.
 #[derive(Args, Debug)]
@@ -17,10 +16,7 @@ pub struct InspectArgs {
 
 /// Print what the component is.
 pub fn run(a: InspectArgs) -> anyhow::Result<()> {
-    let runtime = Runtime::new(RuntimeConfig::default(), Services::new())?;
-    let source = crate::builtin::resolve_any(&a.path)
-        .unwrap_or_else(|| rollbox_runtime::ComponentSource::File(a.path.clone()));
-    let info = runtime.inspect(source)?;
+    let info = rollbox_host::inspect(&a.path)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
         return Ok(());

@@ -10,17 +10,28 @@ pub mod rollout;
 pub mod run;
 pub mod serve;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicI32;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
 use rollbox_engines::{ENGINE_SPECS, EngineSpec};
-use rollbox_runtime::{Runtime, Services};
-use rollbox_tokenizer::HostTokenizer;
+use rollbox_host::{ComponentSpec, HostSpec};
 
-use crate::limits::{Registration, parse_registration, parse_tool_registration};
+use crate::limits::{LimitArgs, parse_registration};
+
+/// A `--reward`/`--tool` registration: the name workflows use and the component.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    /// The name workflows call it by.
+    pub name: String,
+    /// The component and its call policy.
+    pub spec: ComponentSpec,
+}
+
+fn registration(s: &str) -> Result<Registration, String> {
+    parse_registration(s).map(|(name, spec)| Registration { name, spec })
+}
 
 /// The components and engine of a job: `run`, `rollout` and `serve` flatten these.
 #[derive(Args, Debug, Clone, Default)]
@@ -33,14 +44,15 @@ pub struct ComponentArgs {
     /// directory with tokenizer.json (+ tokenizer_config.json). Default: the embedded model's.
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
-    /// Register a reward component: NAME=PATH[,timeout=15s,retries=3,memory=256MiB,fuel=N];
-    /// PATH (or NAME alone) may be a built-in's name (`math`). rollout and serve register the
-    /// built-in math reward as `math` when none is given.
-    #[arg(long = "reward", value_parser = parse_registration)]
+    /// Register a reward component: NAME=PATH[,timeout=15s,retries=3,memory=256MiB,fuel=N]
+    /// (any limit flag's name works as an option: max_boundary_bytes=1MiB); PATH (or NAME
+    /// alone) may be a built-in's name (`math`). rollout and serve register the built-in
+    /// math reward as `math` when none is given.
+    #[arg(long = "reward", value_parser = registration)]
     pub rewards: Vec<Registration>,
     /// Register a tool component: NAME=PATH[,timeout=5s,retries=0,memory=128MiB,fuel=N];
     /// PATH (or NAME alone) may be a built-in's name (`calculator`).
-    #[arg(long = "tool", value_parser = parse_tool_registration)]
+    #[arg(long = "tool", value_parser = registration)]
     pub tools: Vec<Registration>,
     /// Append every engine answer to this JSONL file (replay format; re-run with
     /// --engine replay:FILE).
@@ -55,74 +67,40 @@ pub struct ComponentArgs {
 }
 
 impl ComponentArgs {
-    /// Services with the engine and tokenizer asked for: `--tokenizer` when given, else the
-    /// embedded engine's own. Returns the tokenizer too.
-    pub fn services(&self) -> anyhow::Result<(Services, Option<Arc<HostTokenizer>>)> {
+    /// The host spec of `workflow` with these components, `limits` and `config`.
+    pub fn spec(
+        &self,
+        workflow: PathBuf,
+        limits: &LimitArgs,
+        config: serde_json::Value,
+    ) -> anyhow::Result<HostSpec> {
+        let mut spec = HostSpec::new(workflow);
+        spec.rewards = by_name("--reward", &self.rewards)?;
+        spec.tools = by_name("--tool", &self.tools)?;
+        spec.tokenizer = self.tokenizer.clone();
+        spec.engine = self.engine.clone();
+        spec.record = self.record.clone();
+        spec.limits = limits.0.clone();
+        spec.config = config;
         if let Some(s) = &self.max_host_memory {
-            let bytes = crate::limits::parse_size(s).context("--max-host-memory")?;
-            rollbox_runtime::host_memory().set_limit(bytes);
+            let bytes = rollbox_runtime::parse_size(s)
+                .map_err(anyhow::Error::msg)
+                .context("--max-host-memory")?;
+            spec.max_host_memory = Some(bytes as u64);
         }
-        let version = Arc::new(AtomicI32::new(0));
-        let mut services = Services::new().with_version(version.clone());
-        let mut tok = match &self.tokenizer {
-            Some(path) => {
-                Some(Arc::new(HostTokenizer::load(path).with_context(|| {
-                    format!("loading the tokenizer {}", path.display())
-                })?))
-            }
-            None => None,
-        };
-        if let Some(spec) = &self.engine {
-            let e = spec.build(tok.as_ref(), version)?;
-            if tok.is_none() {
-                tok = e.tokenizer;
-            }
-            let backend = match &self.record {
-                Some(path) => Arc::new(rollbox_engines::replay::RecordingBackend::new(
-                    e.backend, path,
-                )?),
-                None => e.backend,
-            };
-            services = services.with_backend(backend);
-        }
-        if let Some(t) = &tok {
-            services = services.with_tokenizer(t.clone());
-        }
-        Ok((services, tok))
-    }
-
-    /// Whether any registered component asks for fuel metering.
-    pub fn wants_fuel(&self) -> bool {
-        self.rewards
-            .iter()
-            .chain(&self.tools)
-            .any(|r| r.policy.limits.fuel.is_some())
-    }
-
-    /// Register the rewards and tools with `runtime`; returns each one's `(name, sha256)` (from
-    /// the registration, which already read and hashed the file).
-    pub fn register(&self, runtime: &Runtime) -> anyhow::Result<Vec<(String, String)>> {
-        let mut shas = Vec::new();
-        for r in &self.rewards {
-            let path = crate::builtin::resolve("reward", &r.path)?;
-            let info = runtime
-                .register_reward(&r.name, &path, r.policy.clone())
-                .with_context(|| registering("reward", r))?;
-            shas.push((r.name.clone(), info.sha256));
-        }
-        for t in &self.tools {
-            let path = crate::builtin::resolve("tool", &t.path)?;
-            let info = runtime
-                .register_tool(&t.name, &path, t.policy.clone())
-                .with_context(|| registering("tool", t))?;
-            shas.push((t.name.clone(), info.sha256));
-        }
-        Ok(shas)
+        Ok(spec)
     }
 }
 
-fn registering(kind: &str, r: &Registration) -> String {
-    format!("registering {kind} `{}` ({})", r.name, r.path.display())
+/// Registrations by name; a name given twice is refused.
+fn by_name(flag: &str, list: &[Registration]) -> anyhow::Result<BTreeMap<String, ComponentSpec>> {
+    let mut map = BTreeMap::new();
+    for r in list {
+        if map.insert(r.name.clone(), r.spec.clone()).is_some() {
+            bail!("{flag} `{}` is given twice; give each name once", r.name);
+        }
+    }
+    Ok(map)
 }
 
 /// `--what` as a JSON object.

@@ -1,20 +1,17 @@
 //! `rollbox rollout`: the main job, a JSONL dataset through a workflow into GRPO groups and
 //! safetensors batches; and the setup flags `rollbox serve` shares.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use anyhow::Context as _;
 use clap::Args;
 use rollbox_engines::EngineSpec;
+use rollbox_host::{ComponentSpec, HostSpec, builtin, process};
 use rollbox_rollout::dataset::{Dataset, OnBadRow};
 use rollbox_rollout::group::{Filter, Normalization};
-use rollbox_rollout::{OutputDir, Progress, Rollout, RolloutOptions, Stats};
-use rollbox_runtime::{Runtime, RuntimeConfig};
+use rollbox_rollout::{OutputDir, Progress, RolloutOptions, Stats};
 
-use super::{ComponentArgs, parse_object};
-use crate::limits::{LimitArgs, parse_registration};
+use super::{ComponentArgs, Registration, parse_object};
+use crate::limits::LimitArgs;
 
 /// What every job needs: the workflow, engine, rewards, tools, config, groups and limits.
 #[derive(Args, Debug)]
@@ -76,7 +73,7 @@ pub struct RolloutArgs {
     /// (verl's layout, Hugging Face exports; nested columns become JSON); each row is the
     /// workflow's `data`. JSONL and Parquet are streamed, not held in memory. Default: the
     /// built-in `arith` (16 arithmetic word problems).
-    #[arg(default_value = crate::builtin::ARITH_NAME)]
+    #[arg(default_value = builtin::ARITH_NAME)]
     dataset: PathBuf,
     /// Output directory (batches, trajectories.jsonl, stats.json); re-running resumes.
     #[arg(long, default_value = "rollout-out")]
@@ -103,73 +100,53 @@ pub struct RolloutArgs {
     pub setup: SetupArgs,
 }
 
-/// Build the controller for `s` (engine loaded, components registered and compiled).
-pub fn build(s: &SetupArgs) -> anyhow::Result<Rollout> {
-    let limits = s.limits.to_limits()?;
-    let mut components = s.components.clone();
-    components.engine = Some(s.engine());
-    if components.rewards.is_empty() {
-        components.rewards.push(parse_registration("math")?);
+impl SetupArgs {
+    /// The host spec these flags give: the engine defaults to the embedded model and the
+    /// rewards to the built-in `math`.
+    pub fn spec(&self) -> anyhow::Result<HostSpec> {
+        let mut components = self.components.clone();
+        components.engine = Some(self.engine());
+        if components.rewards.is_empty() {
+            components.rewards.push(Registration {
+                name: "math".into(),
+                spec: ComponentSpec::new("math"),
+            });
+        }
+        components.spec(
+            self.workflow.clone(),
+            &self.limits,
+            parse_object("config", &self.config)?,
+        )
     }
-    let (services, tokenizer) = components.services()?;
-    // Fuel metering whenever any limit or registration sets fuel (it costs 10-20% of guest
-    // speed otherwise); the runtime refuses a fuel limit it cannot enforce.
-    let runtime = Arc::new(Runtime::new(
-        RuntimeConfig {
-            fuel: limits.fuel.is_some() || components.wants_fuel(),
-            ..RuntimeConfig::default()
-        },
-        services,
-    )?);
-    let mut provenance = BTreeMap::from([
-        (
-            "rollbox_version".to_string(),
-            env!("CARGO_PKG_VERSION").to_string(),
-        ),
-        ("engine".to_string(), s.engine().to_string()),
-    ]);
-    for (name, sha) in components.register(&runtime)? {
-        provenance.insert(format!("component_sha256.{name}"), sha);
-    }
-    let workflow_path = crate::builtin::resolve("workflow", &s.workflow)?;
-    let workflow = Arc::new(
-        runtime
-            .load_workflow(&workflow_path)
-            .with_context(|| format!("loading the workflow {}", s.workflow.display()))?,
-    );
-    provenance.insert(
-        "workflow_sha256".to_string(),
-        workflow.info().sha256.clone(),
-    );
-    Ok(Rollout {
-        runtime,
-        workflow,
-        tokenizer,
-        options: RolloutOptions {
-            n_samples: s.n_samples,
-            max_concurrent: s.max_concurrent,
-            drop_incomplete_groups: s.drop_incomplete_groups,
-            normalize: s.normalize,
-            filter: s.filter,
-            config: parse_object("config", &s.config)?,
-            limits: Arc::new(limits),
-            seed: s.seed,
+
+    /// The run settings these flags give.
+    pub fn options(&self) -> RolloutOptions {
+        RolloutOptions {
+            n_samples: self.n_samples,
+            max_concurrent: self.max_concurrent,
+            drop_incomplete_groups: self.drop_incomplete_groups,
+            normalize: self.normalize,
+            filter: self.filter,
+            seed: self.seed,
             ..RolloutOptions::default()
-        },
-        provenance,
-    })
+        }
+    }
 }
 
 /// Run the dataset, print a summary (or the stats as JSON).
 pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
-    crate::process::prefer_small_pages(&a.setup.engine());
+    process::prefer_small_pages(&a.setup.engine());
     let dataset = open_dataset(&a.dataset, a.on_bad_row)?;
-    crate::model::ensure_for(&a.setup.engine()).await?;
-    let mut rollout = build(&a.setup)?;
-    crate::process::release_setup_memory();
-    rollout.options.batch_size = a.batch_size;
-    rollout.options.max_head_offpolicyness = a.max_head_offpolicyness;
-    rollout.options.max_rows = a.max_rows;
+    let spec = a.setup.spec()?;
+    spec.ensure_model().await?;
+    let host = spec.build()?;
+    process::release_setup_memory();
+    let rollout = host.rollout(RolloutOptions {
+        batch_size: a.batch_size,
+        max_head_offpolicyness: a.max_head_offpolicyness,
+        max_rows: a.max_rows,
+        ..a.setup.options()
+    });
     let mut out = OutputDir::open(&a.out)?;
     let quiet = a.quiet || a.json;
     let bar = if quiet {
@@ -216,9 +193,9 @@ pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
 
 /// The dataset file, or the built-in `arith` when no file of that name exists.
 fn open_dataset(path: &std::path::Path, on_bad: OnBadRow) -> anyhow::Result<Dataset> {
-    if !path.exists() && path.as_os_str() == crate::builtin::ARITH_NAME {
+    if !path.exists() && path.as_os_str() == builtin::ARITH_NAME {
         return Ok(Dataset::from_bytes(
-            crate::builtin::ARITH.as_bytes(),
+            builtin::ARITH.as_bytes(),
             "arith (built in)",
         ));
     }

@@ -1,16 +1,12 @@
 //! `rollbox run`: one episode of a workflow component; prints the returned tensors or the
 //! error, and can write the tensors to a safetensors file.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Args;
-use rollbox_runtime::{
-    EpisodeOutcome, EpisodeReport, EpisodeRequest, Runtime, RuntimeConfig, escape_control,
-};
+use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, escape_control};
 
 use super::{ComponentArgs, parse_object};
 use crate::limits::LimitArgs;
@@ -41,34 +37,19 @@ pub struct RunArgs {
 
 /// Run the episode; a failed episode exits with status 1.
 pub async fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
-    let limits = a.limits.to_limits()?;
-    if let Some(spec) = &a.components.engine {
-        crate::model::ensure_for(spec).await?;
-    }
-    let (services, _) = a.components.services()?;
-    let runtime = Runtime::new(
-        RuntimeConfig {
-            fuel: limits.fuel.is_some() || a.components.wants_fuel(),
-            ..RuntimeConfig::default()
-        },
-        services,
+    let spec = a.components.spec(
+        a.workflow.clone(),
+        &a.limits,
+        parse_object("config", &a.config)?,
     )?;
-    let shas = a.components.register(&runtime)?;
-    let component = runtime.load_workflow(&crate::builtin::resolve("workflow", &a.workflow)?)?;
-    let mut request = EpisodeRequest::new("r0-s0", parse_object("data", &a.data)?);
-    request.config = parse_object("config", &a.config)?.into();
-    let report = runtime
-        .run_episode(&component, request, Arc::new(limits))
-        .await;
-    let sha = &component.info().sha256;
+    spec.ensure_model().await?;
+    let host = spec.build()?;
+    let request = EpisodeRequest::new("r0-s0", parse_object("data", &a.data)?);
+    let report = host.run_episode(request).await;
+    let sha = &host.workflow().info().sha256;
     if let (Some(path), EpisodeOutcome::Accepted(t)) = (&a.out, &report.outcome) {
-        let mut meta = BTreeMap::new();
-        meta.insert("rollbox_version".into(), env!("CARGO_PKG_VERSION").into());
+        let mut meta = host.provenance().clone();
         meta.insert("episode".into(), report.id.clone());
-        meta.insert("workflow_sha256".into(), sha.clone());
-        for (name, sha) in shas {
-            meta.insert(format!("component_sha256.{name}"), sha);
-        }
         meta.insert("metadata".into(), t.metadata_json.to_string());
         rollbox_tensor::write_safetensors(path, &t.tensors, &meta)
             .with_context(|| format!("writing --out {}", path.display()))?;

@@ -30,10 +30,11 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Args;
+use rollbox_host::process;
 use rollbox_rollout::dataset::{Dataset, Row};
-use rollbox_rollout::{MAX_BATCH_TENSOR_BYTES, MemorySink, Rollout};
+use rollbox_rollout::{MAX_BATCH_TENSOR_BYTES, MemorySink, Rollout, RolloutOptions};
 
-use super::rollout::{SetupArgs, build};
+use super::rollout::SetupArgs;
 
 /// Flags of `rollbox serve`.
 #[derive(Args, Debug)]
@@ -253,18 +254,8 @@ fn parse_rows(body: &[u8]) -> Result<Vec<Row>, (StatusCode, String)> {
 async fn run_rows(app: &AppState, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
     let n = rows.len();
     let r = &app.rollout;
-    let rollout = Rollout {
-        runtime: r.runtime.clone(),
-        workflow: r.workflow.clone(),
-        tokenizer: r.tokenizer.clone(),
-        options: rollbox_rollout::RolloutOptions {
-            batch_size: n.max(1),
-            ..r.options.clone()
-        },
-        provenance: r.provenance.clone(),
-    };
     let mut sink = MemorySink::new();
-    let stats = rollout
+    let stats = r
         .run(Dataset::from_rows(rows), &mut sink, &mut |_| {})
         .await?;
     let m = &app.metrics;
@@ -279,9 +270,13 @@ async fn run_rows(app: &AppState, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
     );
     m.trajectories
         .fetch_add(stats.trajectories as u64, Ordering::Relaxed);
-    let (tensors, mut meta) = sink.join(r.provenance.clone(), MAX_BATCH_TENSOR_BYTES)?;
-    meta.insert("stats".into(), serde_json::to_string(&stats)?);
-    Ok(rollbox_tensor::to_safetensors_bytes(&tensors, &meta)?)
+    let batch = sink.join(r.provenance.clone(), MAX_BATCH_TENSOR_BYTES)?;
+    let mut header = batch.header()?;
+    header.insert("stats".into(), serde_json::to_string(&stats)?);
+    Ok(rollbox_tensor::to_safetensors_bytes(
+        &batch.tensors,
+        &header,
+    )?)
 }
 
 async fn version(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Response {
@@ -340,10 +335,17 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
 
 /// Serve until killed.
 pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
-    crate::process::prefer_small_pages(&a.setup.engine());
-    crate::model::ensure_for(&a.setup.engine()).await?;
-    let rollout = build(&a.setup)?;
-    crate::process::release_setup_memory();
+    process::prefer_small_pages(&a.setup.engine());
+    let spec = a.setup.spec()?;
+    spec.ensure_model().await?;
+    // Built once: every request runs against the same host and controller. A request's rows
+    // are one batch (the controller splits only what is over the tensor cap; the sink joins
+    // it again).
+    let rollout = spec.build()?.rollout(RolloutOptions {
+        batch_size: MAX_ROWS_PER_REQUEST,
+        ..a.setup.options()
+    });
+    process::release_setup_memory();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let app = Arc::new(AppState {
         rollout,

@@ -28,7 +28,7 @@ pub struct Builtin {
     pub bytes: &'static [u8],
 }
 
-/// The built-in components (`host/cli/build.rs` builds them).
+/// The built-in components (`host/setup/build.rs` builds them).
 pub const BUILTINS: &[Builtin] = include!(concat!(env!("OUT_DIR"), "/builtin.rs"));
 
 /// The built-in sample dataset: 16 arithmetic word problems (`workflows/rlvr/data/arith.jsonl`).

@@ -1,4 +1,4 @@
-//! Building guest components from a build script, shared by `host/cli/build.rs` (the built-in
+//! Building guest components from a build script, shared by `host/setup/build.rs` (the built-in
 //! components) and `tests/build.rs` (every test program and component), which includes this
 //! file with `#[path]`.
 

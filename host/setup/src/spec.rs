@@ -1,0 +1,440 @@
+//! [`HostSpec`]: everything a rollbox host is built from, as data. The CLI fills it from flags
+//! and a TOML file, the Python package from keyword arguments, an embedding program from code
+//! or JSON; [`HostSpec::build`](crate::HostSpec::build) turns it into a [`Host`](crate::Host).
+//!
+//! Limits are keyed by the runtime's table ([`LIMIT_KEYS`](rollbox_runtime::LIMIT_KEYS)): every entry point takes the same
+//! keys with the same grammar, and a key it does not know is refused with the list.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use rollbox_engines::EngineSpec;
+use rollbox_runtime::{CallPolicy, LimitKey, LimitUnit, LimitValue, Limits};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+
+/// Everything a [`Host`](crate::Host) is built from.
+///
+/// ```
+/// let spec: rollbox_host::HostSpec = serde_json::from_str(r#"{
+///     "workflow": "rlvr",
+///     "rewards": {"math": {"path": "math", "timeout": "5s", "fuel": 100000000}},
+///     "engine": "replay:answers.jsonl",
+///     "limits": {"timeout": "60s", "max_memory": "256MiB"},
+///     "config": {"reward": "math"}
+/// }"#).unwrap();
+/// assert_eq!(spec.rewards["math"].retries, None);
+/// assert!(spec.wants_fuel());
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// The workflow component: a `.wasm` path, or a built-in's name (`rlvr`).
+    pub workflow: PathBuf,
+    /// Reward components by the name workflows call them with.
+    #[serde(default)]
+    pub rewards: BTreeMap<String, ComponentSpec>,
+    /// Tool components by name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ComponentSpec>,
+    /// The tokenizer of the `tokenizer` interface: a `.gguf`, a `tokenizer.json`, or a folder
+    /// with one. Default: the engine's own (the embedded model's).
+    #[serde(default)]
+    pub tokenizer: Option<PathBuf>,
+    /// The inference engine (`embedded`, `sglang:URL`, `replay:FILE`, ...). `None`: no engine
+    /// of rollbox's; generate calls get `unavailable` unless the embedder brings its own
+    /// ([`HostSpec::build_with_engine`](crate::HostSpec::build_with_engine)).
+    #[serde(default, deserialize_with = "engine_spec")]
+    pub engine: Option<EngineSpec>,
+    /// Append every engine answer to this JSONL file (replay format).
+    #[serde(default)]
+    pub record: Option<PathBuf>,
+    /// Limits of each workflow episode, over [`Limits::default`].
+    #[serde(default)]
+    pub limits: LimitSpec,
+    /// The host-wide memory budget, bytes: every episode's, reward's and tool's memory is
+    /// reserved from it. `None`: 60% of physical memory (or of the cgroup's limit).
+    #[serde(default, deserialize_with = "size_opt")]
+    pub max_host_memory: Option<u64>,
+    /// Sandbox instances alive at once (the pool's slots), across episodes, rewards and
+    /// tools. `None`: the runtime's default (1 000).
+    #[serde(default)]
+    pub max_instances: Option<u32>,
+    /// The workflow's configuration, a JSON object.
+    #[serde(default = "empty_object", deserialize_with = "object")]
+    pub config: serde_json::Value,
+}
+
+impl HostSpec {
+    /// A spec of `workflow` alone: no engine, rewards or tools, default limits, `{}` config.
+    pub fn new(workflow: impl Into<PathBuf>) -> Self {
+        HostSpec {
+            workflow: workflow.into(),
+            rewards: BTreeMap::new(),
+            tools: BTreeMap::new(),
+            tokenizer: None,
+            engine: None,
+            record: None,
+            limits: LimitSpec::default(),
+            max_host_memory: None,
+            max_instances: None,
+            config: empty_object(),
+        }
+    }
+
+    /// Whether any limit of the spec sets fuel: the runtime then meters fuel (which costs
+    /// 10-20% of guest speed, so it is off otherwise).
+    pub fn wants_fuel(&self) -> bool {
+        self.limits.sets_fuel()
+            || self
+                .rewards
+                .values()
+                .chain(self.tools.values())
+                .any(|c| c.limits.sets_fuel())
+    }
+}
+
+/// A reward or tool: the component and its call policy over the defaults of its kind
+/// (rewards: 15 s, 256 MiB, 3 retries; tools: 5 s, 128 MiB, no retries).
+///
+/// Written as a string `PATH[,key=value...]` or as `{"path": ..., "retries": N, <limit
+/// key>: value, ...}`; the keys are `retries` and the limit keys ([`LIMIT_KEYS`](rollbox_runtime::LIMIT_KEYS), `memory`
+/// for `max_memory`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComponentSpec {
+    /// A `.wasm` path, or a built-in's name (`math`, `calculator`).
+    pub path: PathBuf,
+    /// Attempts after the first one; `None`: the kind's default.
+    pub retries: Option<u32>,
+    /// Limits of each call, over the kind's defaults.
+    pub limits: LimitSpec,
+}
+
+impl ComponentSpec {
+    /// The component at `path` with its kind's defaults.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        ComponentSpec {
+            path: path.into(),
+            retries: None,
+            limits: LimitSpec::default(),
+        }
+    }
+
+    /// `PATH[,key=value...]` (a path, or a built-in's name, then options).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut parts = text.split(',');
+        let path = parts.next().unwrap_or_default().trim();
+        if path.is_empty() {
+            return Err(format!(
+                "`{text}` names no component: use PATH or a built-in's name [,timeout=15s,retries=3,memory=256MiB,fuel=N]"
+            ));
+        }
+        let mut spec = ComponentSpec::new(path);
+        for opt in parts {
+            let Some((k, v)) = opt.split_once('=') else {
+                return Err(format!("option `{opt}` in `{text}` should be key=value"));
+            };
+            spec.set(k.trim(), v)
+                .map_err(|e| format!("in `{text}`: {e}"))?;
+        }
+        Ok(spec)
+    }
+
+    /// Set option `key` (`retries` or a limit key) from its text.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        if key == "retries" {
+            self.retries = Some(
+                value
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("retries `{value}` is not a whole number"))?,
+            );
+            return Ok(());
+        }
+        self.limits.set_text(key, value).map_err(|e| match e {
+            LimitError::Unknown(k) => format!(
+                "unknown option `{k}`; use retries or a limit ({})",
+                LimitKey::names()
+            ),
+            LimitError::Value(e) => e,
+        })
+    }
+
+    /// The call policy: `defaults` with this spec's settings, validated.
+    pub fn policy(&self, defaults: CallPolicy) -> anyhow::Result<CallPolicy> {
+        Ok(CallPolicy {
+            limits: std::sync::Arc::new(self.limits.apply((*defaults.limits).clone())?),
+            retries: self.retries.unwrap_or(defaults.retries),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for ComponentSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) => ComponentSpec::parse(&s).map_err(D::Error::custom),
+            serde_json::Value::Object(map) => {
+                let mut spec = ComponentSpec::new(PathBuf::new());
+                for (k, v) in map {
+                    match (k.as_str(), v) {
+                        ("path", serde_json::Value::String(p)) => spec.path = p.into(),
+                        ("path", _) => return Err(D::Error::custom("`path` must be a string")),
+                        (k, v) => spec.set(k, &value_text(&v)).map_err(D::Error::custom)?,
+                    }
+                }
+                if spec.path.as_os_str().is_empty() {
+                    return Err(D::Error::custom(
+                        "a component needs a `path` (a .wasm file or a built-in's name)",
+                    ));
+                }
+                Ok(spec)
+            }
+            _ => Err(D::Error::custom(
+                "a component is \"PATH[,timeout=15s,...]\" or {\"path\": ..., \"timeout\": ...}",
+            )),
+        }
+    }
+}
+
+/// Limits set by key, applied over a base ([`Limits::default`] for episodes, the kind's
+/// defaults for rewards and tools). Unset keys keep the base's value.
+///
+/// Deserialises from a map of [`LIMIT_KEYS`](rollbox_runtime::LIMIT_KEYS) to values: sizes as a number of bytes or text
+/// (`"512MiB"`), durations as seconds or text (`"1.5s"`), counts as numbers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LimitSpec(BTreeMap<&'static str, LimitValue>);
+
+/// Why a limit could not be set.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LimitError {
+    /// No limit has this key.
+    Unknown(String),
+    /// The value is not one of the limit's unit.
+    Value(String),
+}
+
+impl std::fmt::Display for LimitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LimitError::Unknown(k) => {
+                write!(f, "unknown limit `{k}`; use {}", LimitKey::names())
+            }
+            LimitError::Value(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for LimitError {}
+
+impl LimitSpec {
+    /// Set limit `key` (a key of [`LIMIT_KEYS`](rollbox_runtime::LIMIT_KEYS), or `memory`) to `value`.
+    pub fn set(&mut self, key: &str, value: LimitValue) -> Result<(), LimitError> {
+        let k = LimitKey::find(key).ok_or_else(|| LimitError::Unknown(key.to_string()))?;
+        self.0.insert(k.key, value);
+        Ok(())
+    }
+
+    /// Set limit `key` from its text (`512MiB`, `1.5s`, `1000`).
+    pub fn set_text(&mut self, key: &str, text: &str) -> Result<(), LimitError> {
+        let k = LimitKey::find(key).ok_or_else(|| LimitError::Unknown(key.to_string()))?;
+        let v = k
+            .parse(text)
+            .map_err(|e| LimitError::Value(format!("{}: {e}", k.key)))?;
+        self.0.insert(k.key, v);
+        Ok(())
+    }
+
+    /// The value set for `key`, if any.
+    pub fn get(&self, key: &str) -> Option<LimitValue> {
+        LimitKey::find(key).and_then(|k| self.0.get(k.key).copied())
+    }
+
+    /// Whether fuel is set.
+    pub fn sets_fuel(&self) -> bool {
+        self.0.contains_key("fuel")
+    }
+
+    /// `base` with every limit set here, validated.
+    pub fn apply(&self, mut base: Limits) -> anyhow::Result<Limits> {
+        for (key, value) in &self.0 {
+            let k = LimitKey::find(key).context("a key of the table")?;
+            k.set(&mut base, *value);
+        }
+        if let Err(e) = base.validate() {
+            bail!("{e}");
+        }
+        Ok(base)
+    }
+}
+
+impl<'de> Deserialize<'de> for LimitSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<String, serde_json::Value>::deserialize(d)?;
+        let mut spec = LimitSpec::default();
+        for (key, value) in map {
+            let k = LimitKey::find(&key)
+                .ok_or_else(|| D::Error::custom(LimitError::Unknown(key.clone()).to_string()))?;
+            let v = match (&value, k.unit) {
+                (serde_json::Value::Number(n), LimitUnit::Duration) => n
+                    .as_f64()
+                    .map(|s| format!("{s}s"))
+                    .map(|t| k.parse(&t))
+                    .ok_or_else(|| format!("`{n}` is not a number of seconds"))
+                    .and_then(|r| r),
+                (serde_json::Value::Number(n), _) => n
+                    .as_u64()
+                    .map(LimitValue::Number)
+                    .ok_or_else(|| format!("`{n}` is not a whole number")),
+                (serde_json::Value::String(s), _) => k.parse(s),
+                (other, _) => Err(format!("`{other}` is not a number or a string")),
+            }
+            .map_err(|e| D::Error::custom(format!("{}: {e}", k.key)))?;
+            spec.0.insert(k.key, v);
+        }
+        Ok(spec)
+    }
+}
+
+/// A JSON value as option text: strings as they are, numbers and the rest as JSON.
+fn value_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+fn object<'de, D: Deserializer<'de>>(d: D) -> Result<serde_json::Value, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    if !v.is_object() {
+        return Err(D::Error::custom(
+            "config must be a JSON object, e.g. {\"reward\": \"math\"}",
+        ));
+    }
+    Ok(v)
+}
+
+fn engine_spec<'de, D: Deserializer<'de>>(d: D) -> Result<Option<EngineSpec>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|s| s.parse().map_err(D::Error::custom))
+        .transpose()
+}
+
+fn size_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None => Ok(None),
+        Some(serde_json::Value::Number(n)) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("`{n}` is not a number of bytes"))),
+        Some(serde_json::Value::String(s)) => rollbox_runtime::parse_size(&s)
+            .map(|n| Some(n as u64))
+            .map_err(D::Error::custom),
+        Some(other) => Err(D::Error::custom(format!(
+            "`{other}` is not a size like 8GiB"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn components_parse_from_text_and_maps() {
+        let c = ComponentSpec::parse("rewards/math.wasm,timeout=2s,retries=1,memory=64MiB")
+            .expect("parse");
+        assert_eq!(c.path, PathBuf::from("rewards/math.wasm"));
+        let p = c.policy(CallPolicy::default()).expect("policy");
+        assert_eq!(p.retries, 1);
+        assert_eq!(p.limits.timeout, Duration::from_secs(2));
+        assert_eq!(p.limits.max_memory_bytes, 64 << 20);
+        // Tool defaults stay where nothing is set.
+        let t = ComponentSpec::parse("x.wasm")
+            .expect("tool")
+            .policy(CallPolicy::tool())
+            .expect("policy");
+        assert_eq!((t.retries, t.limits.timeout), (0, Duration::from_secs(5)));
+        let m: ComponentSpec = serde_json::from_str(
+            r#"{"path": "m.wasm", "fuel": 1000, "max_boundary_bytes": "4KiB"}"#,
+        )
+        .expect("map");
+        assert_eq!(m.limits.get("fuel"), Some(LimitValue::Number(1000)));
+        assert_eq!(
+            m.limits.get("max_boundary_bytes"),
+            Some(LimitValue::Number(4096))
+        );
+        for bad in [
+            r#""m.wasm,colour=red""#,
+            r#""m.wasm,timeout""#,
+            r#"{"timeout": "1s"}"#,
+            r#"{"path": "m.wasm", "timeout": "soon"}"#,
+            "7",
+        ] {
+            assert!(serde_json::from_str::<ComponentSpec>(bad).is_err(), "{bad}");
+        }
+        let e = ComponentSpec::parse("m.wasm,colour=red").expect_err("unknown");
+        assert!(
+            e.contains("retries or a limit (max_memory, timeout, fuel"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn specs_refuse_unknown_keys_and_list_the_known_ones() {
+        let e = serde_json::from_str::<HostSpec>(
+            r#"{"workflow": "rlvr", "limits": {"max_memroy": 1}}"#,
+        )
+        .expect_err("typo")
+        .to_string();
+        assert!(
+            e.contains("unknown limit `max_memroy`; use max_memory, timeout"),
+            "{e}"
+        );
+        let e = serde_json::from_str::<HostSpec>(r#"{"workflow": "rlvr", "reward": {}}"#)
+            .expect_err("typo")
+            .to_string();
+        assert!(
+            e.contains("unknown field `reward`") && e.contains("`rewards`"),
+            "{e}"
+        );
+        let e = serde_json::from_str::<HostSpec>(r#"{"workflow": "rlvr", "config": []}"#)
+            .expect_err("not an object")
+            .to_string();
+        assert!(e.contains("config must be a JSON object"), "{e}");
+        let e = serde_json::from_str::<HostSpec>(
+            r#"{"workflow": "rlvr", "limits": {"timeout": "-1s"}}"#,
+        )
+        .expect_err("negative")
+        .to_string();
+        assert!(
+            e.contains("timeout: `-1s` must be a positive duration"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn limits_take_numbers_and_text_and_are_validated() {
+        let s: LimitSpec = serde_json::from_str(
+            r#"{"timeout": 1.5, "memory": "64MiB", "max_handles": 7, "max_output_bytes": 1024}"#,
+        )
+        .expect("limits");
+        let l = s.apply(Limits::default()).expect("valid");
+        assert_eq!(l.timeout, Duration::from_millis(1500));
+        assert_eq!(l.max_memory_bytes, 64 << 20);
+        assert_eq!(
+            (l.max_handles, l.max_stdout_bytes, l.max_stderr_bytes),
+            (7, 1024, 1024)
+        );
+        let mut big = LimitSpec::default();
+        big.set_text("max_memory", "8GiB").expect("parses");
+        assert!(big.apply(Limits::default()).is_err(), "past 4 GiB");
+        assert!(serde_json::from_str::<LimitSpec>(r#"{"max_handles": -1}"#).is_err());
+        assert!(serde_json::from_str::<LimitSpec>(r#"{"fuel": [1]}"#).is_err());
+    }
+}

@@ -1,0 +1,160 @@
+//! The embedding API (issue 33): a host built from a `HostSpec` enforces every limit key of the
+//! runtime's table (`LIMIT_KEYS`, the keys the CLI, the config file, Python and JSON specs all
+//! take). For each key, one hostile guest runs twice through `HostSpec::build_with_engine` and
+//! the real sandbox: with the defaults, and with that one key tightened; the two episodes must
+//! end differently. A key added to the table without a case here fails the test.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rollbox_host::HostSpec;
+use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, LIMIT_KEYS};
+use rollbox_tests::components as c;
+use serde_json::{Value, json};
+
+/// One key's case: the guest, its row, the tightened value, and the engine's delay.
+struct Case {
+    key: &'static str,
+    value: &'static str,
+    program: &'static str,
+    data: Value,
+    tokenizer: bool,
+    delay: Duration,
+}
+
+fn cases() -> Vec<Case> {
+    let case = |key, value, program, data| Case {
+        key,
+        value,
+        program,
+        data,
+        tokenizer: false,
+        delay: Duration::ZERO,
+    };
+    let big_string = json!({"bytes": 32 << 20});
+    let generate = json!({"calls": 5});
+    let handles = json!({"count": 50});
+    vec![
+        case("max_memory", "16MiB", c::ADV_BIG_STRING, big_string.clone()),
+        case("max_boundary_bytes", "1MiB", c::ADV_BIG_STRING, big_string),
+        Case {
+            delay: Duration::from_millis(100),
+            ..case("timeout", "150ms", c::ADV_GENERATE, generate.clone())
+        },
+        case("fuel", "1000", c::ADV_GENERATE, generate.clone()),
+        case("max_handles", "10", c::ADV_HANDLES, handles.clone()),
+        case("max_tensor_bytes", "64", c::ADV_HANDLES, handles),
+        case("max_generate_calls", "2", c::ADV_GENERATE, generate.clone()),
+        case("max_episode_tokens", "6", c::ADV_GENERATE, generate),
+        case(
+            "max_output_bytes",
+            "1KiB",
+            c::ADV_STDOUT,
+            json!({"bytes": 4096}),
+        ),
+        Case {
+            tokenizer: true,
+            ..case(
+                "max_tokenizer_bytes",
+                "4KiB",
+                c::TOKENIZE,
+                json!({
+                    "text": "hello world ".repeat(700),
+                    "messages": [{"role": "user", "content": "hi"}],
+                }),
+            )
+        },
+    ]
+}
+
+/// What an episode did, for comparing two runs: its outcome and fault, calls, tokens, output.
+fn fingerprint(r: &EpisodeReport) -> String {
+    let outcome = match &r.outcome {
+        EpisodeOutcome::Accepted(_) => "accepted".to_string(),
+        EpisodeOutcome::Rejected => "rejected".to_string(),
+        EpisodeOutcome::Failed(f) => {
+            let text = f.to_string();
+            format!("{} {}", f.kind(), &text[..text.len().min(120)])
+        }
+    };
+    format!(
+        "{outcome}; {} generate calls, {} tokens, {} stdout bytes, {} stderr bytes",
+        r.generate_calls,
+        r.generated_tokens,
+        r.stdout.len(),
+        r.stderr.len()
+    )
+}
+
+async fn run(case: &Case, tightened: bool) -> EpisodeReport {
+    let mut spec = HostSpec::new(case.program);
+    if case.tokenizer {
+        spec.tokenizer = Some(rollbox_tests::model_path());
+    }
+    if tightened {
+        spec.limits
+            .set_text(case.key, case.value)
+            .unwrap_or_else(|e| panic!("{}: {e}", case.key));
+    }
+    let host = spec
+        .build_with_engine(Arc::new(rollbox_tests::fixed_backend(case.delay)))
+        .unwrap_or_else(|e| panic!("{}: {e:#}", case.key));
+    host.run_episode(EpisodeRequest::new("e0", case.data.clone()))
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_limit_key_changes_what_an_episode_may_do() {
+    let cases = cases();
+    for k in LIMIT_KEYS {
+        assert!(
+            cases.iter().any(|c| c.key == k.key),
+            "no case for the limit `{}`: add one that it changes",
+            k.key
+        );
+    }
+    for case in &cases {
+        let free = fingerprint(&run(case, false).await);
+        let tight = fingerprint(&run(case, true).await);
+        assert_ne!(
+            free, tight,
+            "{}={} changed nothing: {free}",
+            case.key, case.value
+        );
+        println!(
+            "{}={}\n  default: {free}\n  tight:   {tight}",
+            case.key, case.value
+        );
+    }
+}
+
+/// The spec decides fuel metering: a reward's `fuel` alone turns it on (no episode limit sets
+/// fuel), and a reward that loops forever ends out of fuel long before its 60 s timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewards_fuel_alone_turns_metering_on() {
+    let mut spec: HostSpec = serde_json::from_value(json!({
+        "workflow": c::WORKFLOW_RLVR,
+        "rewards": {"math": {"path": c::REWARD_SPIN, "fuel": 10_000_000, "timeout": "60s", "retries": 0}},
+        "config": {"reward": "math", "gconfig": {"max_new_tokens": 2}},
+    }))
+    .expect("spec");
+    spec.tokenizer = Some(rollbox_tests::model_path());
+    assert!(spec.wants_fuel());
+    let host = spec
+        .build_with_engine(Arc::new(rollbox_tests::fixed_backend(Duration::ZERO)))
+        .expect("host");
+    let start = std::time::Instant::now();
+    let report = host
+        .run_episode(EpisodeRequest::new(
+            "e0",
+            json!({"messages": [{"role": "user", "content": "1 + 1?"}], "answer": "2"}),
+        ))
+        .await;
+    assert!(start.elapsed() < Duration::from_secs(20), "{report:?}");
+    let calls = format!("{:?}", report.reward_calls);
+    assert!(
+        calls.contains("out of fuel"),
+        "{calls} {}",
+        fingerprint(&report)
+    );
+}
