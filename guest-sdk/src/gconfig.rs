@@ -6,22 +6,23 @@ use crate::tokenizer::SpecialTokenIds;
 use crate::{Error, GenConfig};
 
 impl Default for GenConfig {
-    /// AReaL's `GenerationHyperparameters` defaults.
+    /// AReaL's `GenerationHyperparameters` defaults ([`crate::gen_defaults`]).
     fn default() -> Self {
+        use crate::gen_defaults as d;
         GenConfig {
-            n_samples: 1,
-            max_new_tokens: 16384,
-            min_new_tokens: 0,
-            max_tokens: 32768,
-            greedy: false,
-            temperature: 1.0,
-            top_p: 1.0,
-            top_k: 100_000_000,
+            n_samples: d::N_SAMPLES,
+            max_new_tokens: d::MAX_NEW_TOKENS,
+            min_new_tokens: d::MIN_NEW_TOKENS,
+            max_tokens: d::MAX_TOKENS,
+            greedy: d::GREEDY,
+            temperature: d::TEMPERATURE,
+            top_p: d::TOP_P,
+            top_k: d::TOP_K,
             stop_token_ids: Vec::new(),
             stop: Vec::new(),
-            ignore_eos: false,
-            skip_special_tokens: true,
-            frequency_penalty: 0.0,
+            ignore_eos: d::IGNORE_EOS,
+            skip_special_tokens: d::SKIP_SPECIAL_TOKENS,
+            frequency_penalty: d::FREQUENCY_PENALTY,
             seed: None,
             exclude_default_stop_ids: false,
         }

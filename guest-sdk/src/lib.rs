@@ -74,6 +74,7 @@ pub use error::Error;
 
 #[cfg(feature = "workflow")]
 mod gconfig;
+pub mod gen_defaults;
 #[cfg(feature = "workflow")]
 pub mod trajectory;
 #[cfg(feature = "workflow")]

@@ -10,6 +10,6 @@ own inference engine.
 """
 
 from ._native import EpisodeError, Host
-from .types import GenerationHyperparameters, ModelRequest, ModelResponse
+from .areal_types import GenerationHyperparameters, ModelRequest, ModelResponse
 
 __all__ = ["EpisodeError", "GenerationHyperparameters", "Host", "ModelRequest", "ModelResponse"]

@@ -22,8 +22,8 @@ try:  # the engine gets AReaL's own request type when AReaL is there
     from areal.api.cli_args import GenerationHyperparameters as _Gen
     from areal.api.io_struct import ModelRequest as _Req
 except Exception:  # noqa: BLE001 - any import failure means "no AReaL"
-    from .types import GenerationHyperparameters as _Gen
-    from .types import ModelRequest as _Req
+    from .areal_types import GenerationHyperparameters as _Gen
+    from .areal_types import ModelRequest as _Req
 
 
 def _finite(x):

@@ -1,137 +1,60 @@
-"""AReaL's request and response types, with its field names and defaults.
-
-`GenerationHyperparameters`, `ModelRequest` and `ModelResponse` mirror
-`areal.api.cli_args.GenerationHyperparameters` and `areal.api.io_struct` (1.0.4), so workflow
-code that builds them keeps working. Fields AReaL carries for its own engines (`tokenizer`,
-`processor`, `lora_name`, ...) are accepted and not sent to the host.
-"""
+"""AReaL's request and response types (from `areal_types`, the one Python source of them) and
+their conversion to and from the WIT records the host takes."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass, field
-from typing import Any
 
 from wit_world.imports import types as _wit
 
+from .areal_types import GenerationHyperparameters, ModelRequest, ModelResponse
 
-@dataclass
-class GenerationHyperparameters:
-    """Sampling settings (AReaL's `GenerationHyperparameters`, same names and defaults)."""
-
-    n_samples: int = 1
-    max_new_tokens: int = 16384
-    min_new_tokens: int = 0
-    max_tokens: int = 32768
-    greedy: bool = False
-    top_p: float = 1.0
-    top_k: int = int(1e8)
-    temperature: float = 1.0
-    stop_token_ids: list[int] = field(default_factory=list)
-    ignore_eos: bool = False
-    skip_special_tokens: bool = True
-    stop: list[str] | None = None
-    frequency_penalty: float = 0.0
-    lora_name: str = "default_lora"
-    use_beam_search: bool = False
-    # rollbox additions (not in AReaL): a sampling seed, and opting out of the host's default
-    # stop ids.
-    seed: int | None = None
-    exclude_default_stop_ids: bool = False
-
-    def new(self, **kwargs) -> GenerationHyperparameters:
-        """A copy with `kwargs` replaced (AReaL's `new`)."""
-        names = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(kwargs) - names)
-        if unknown:
-            raise TypeError(
-                f"unknown GenerationHyperparameters field(s) {', '.join(unknown)}; "
-                f"the fields are {', '.join(sorted(names))}"
-            )
-        args = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        args["stop_token_ids"] = list(args["stop_token_ids"])
-        args.update(kwargs)
-        return GenerationHyperparameters(**args)
-
-    def new_with_stop_and_pad_token_ids(self, tokenizer) -> GenerationHyperparameters:
-        """A copy whose stop ids also hold the tokenizer's pad and eos ids (pad first)."""
-        ids = list(self.stop_token_ids)
-        for extra in (tokenizer.pad_token_id, tokenizer.eos_token_id):
-            if extra is not None and extra not in ids:
-                ids.append(extra)
-        return self.new(stop_token_ids=ids)
-
-    def _to_wit(self) -> _wit.GenConfig:
-        stop = self.stop
-        if stop is None:
-            stop = []
-        elif isinstance(stop, str):
-            stop = [stop]
-
-        def count(name, v):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > 0xFFFFFFFF:
-                raise TypeError(f"gconfig.{name} must be an int in 0..2**32, not {v!r}")
-            return v
-
-        return _wit.GenConfig(
-            n_samples=count("n_samples", self.n_samples),
-            max_new_tokens=count("max_new_tokens", self.max_new_tokens),
-            min_new_tokens=count("min_new_tokens", self.min_new_tokens),
-            max_tokens=count("max_tokens", self.max_tokens),
-            greedy=bool(self.greedy),
-            temperature=float(self.temperature),
-            top_p=float(self.top_p),
-            top_k=count("top_k", self.top_k),
-            stop_token_ids=[int(i) for i in self.stop_token_ids],
-            stop=[str(s) for s in stop],
-            ignore_eos=bool(self.ignore_eos),
-            skip_special_tokens=bool(self.skip_special_tokens),
-            frequency_penalty=float(self.frequency_penalty),
-            seed=None if self.seed is None else int(self.seed),
-            exclude_default_stop_ids=bool(self.exclude_default_stop_ids),
-        )
-
-    @classmethod
-    def from_config(cls, overrides: dict | None) -> GenerationHyperparameters:
-        """The defaults with a workflow config's `gconfig` object applied."""
-        if overrides is None:
-            return cls()
-        if not isinstance(overrides, dict):
-            raise TypeError(f"gconfig must be a JSON object, not {overrides!r}")
-        return cls().new(**overrides)
+__all__ = ["GenerationHyperparameters", "ModelRequest", "ModelResponse"]
 
 
-@dataclass
-class ModelRequest:
-    """One generation request (AReaL's `ModelRequest`): token ids in, one sample out."""
+def gconfig_to_wit(g: GenerationHyperparameters) -> _wit.GenConfig:
+    """`g` as the host's `gen-config`, each count checked to fit a u32."""
+    stop = g.stop
+    if stop is None:
+        stop = []
+    elif isinstance(stop, str):
+        stop = [stop]
 
-    rid: str = ""
-    input_ids: list[int] = field(default_factory=list)
-    gconfig: GenerationHyperparameters = field(default_factory=GenerationHyperparameters)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    tokenizer: Any = None
-    processor: Any = None
-    image_data: list[str] | None = None
+    def count(name, v):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > 0xFFFFFFFF:
+            raise TypeError(f"gconfig.{name} must be an int in 0..2**32, not {v!r}")
+        return v
 
-    def copy(self) -> ModelRequest:
-        return dataclasses.replace(
-            self,
-            input_ids=list(self.input_ids),
-            gconfig=self.gconfig.new(),
-            metadata=dict(self.metadata),
-        )
+    return _wit.GenConfig(
+        n_samples=count("n_samples", g.n_samples),
+        max_new_tokens=count("max_new_tokens", g.max_new_tokens),
+        min_new_tokens=count("min_new_tokens", g.min_new_tokens),
+        max_tokens=count("max_tokens", g.max_tokens),
+        greedy=bool(g.greedy),
+        temperature=float(g.temperature),
+        top_p=float(g.top_p),
+        top_k=count("top_k", g.top_k),
+        stop_token_ids=[int(i) for i in g.stop_token_ids],
+        stop=[str(s) for s in stop],
+        ignore_eos=bool(g.ignore_eos),
+        skip_special_tokens=bool(g.skip_special_tokens),
+        frequency_penalty=float(g.frequency_penalty),
+        seed=None if g.seed is None else int(g.seed),
+        exclude_default_stop_ids=bool(g.exclude_default_stop_ids),
+    )
 
-    def _to_wit(self) -> _wit.ModelRequest:
-        if not self.input_ids:
-            raise ValueError("ModelRequest.input_ids is empty: the prompt must have tokens")
-        return _wit.ModelRequest(
-            rid=str(self.rid),
-            input_ids=[int(i) for i in self.input_ids],
-            gconfig=self.gconfig._to_wit(),
-            image_data=list(self.image_data or []),
-            metadata=json.dumps(self.metadata or {}),
-        )
+
+def request_to_wit(r: ModelRequest) -> _wit.ModelRequest:
+    """`r` as the host's `model-request`; an empty prompt is refused here."""
+    if not r.input_ids:
+        raise ValueError("ModelRequest.input_ids is empty: the prompt must have tokens")
+    return _wit.ModelRequest(
+        rid=str(r.rid),
+        input_ids=[int(i) for i in r.input_ids],
+        gconfig=gconfig_to_wit(r.gconfig),
+        image_data=list(r.image_data or []),
+        metadata=json.dumps(r.metadata or {}),
+    )
 
 
 _STOP_REASONS = {
@@ -142,37 +65,14 @@ _STOP_REASONS = {
 }
 
 
-@dataclass
-class ModelResponse:
-    """One generation result (AReaL's `ModelResponse`)."""
-
-    input_tokens: list[int] = field(default_factory=list)
-    output_tokens: list[int] = field(default_factory=list)
-    output_logprobs: list[float] = field(default_factory=list)
-    output_versions: list[int] = field(default_factory=list)
-    stop_reason: str = "stop"
-    latency: float = float("inf")
-    ttft: float = float("inf")
-    itl: list[float] = field(default_factory=list)
-    tokenizer: Any = None
-    processor: Any = None
-
-    @property
-    def input_len(self) -> int:
-        return len(self.input_tokens)
-
-    @property
-    def output_len(self) -> int:
-        return len(self.output_tokens)
-
-    @classmethod
-    def _from_wit(cls, r: _wit.ModelResponse) -> ModelResponse:
-        return cls(
-            input_tokens=list(r.input_tokens),
-            output_tokens=list(r.output_tokens),
-            output_logprobs=list(r.output_logprobs),
-            output_versions=list(r.output_versions),
-            stop_reason=_STOP_REASONS.get(r.stop_reason, "stop"),
-            latency=r.latency,
-            ttft=r.ttft,
-        )
+def response_from_wit(r: _wit.ModelResponse) -> ModelResponse:
+    """The host's `model-response` as AReaL's `ModelResponse`."""
+    return ModelResponse(
+        input_tokens=list(r.input_tokens),
+        output_tokens=list(r.output_tokens),
+        output_logprobs=list(r.output_logprobs),
+        output_versions=list(r.output_versions),
+        stop_reason=_STOP_REASONS.get(r.stop_reason, "stop"),
+        latency=r.latency,
+        ttft=r.ttft,
+    )

@@ -15,7 +15,7 @@ from componentize_py_types import Err
 
 from wit_world.imports import engine as _wit
 
-from .api import ModelRequest, ModelResponse
+from .api import ModelRequest, ModelResponse, request_to_wit, response_from_wit
 from .errors import host_error
 
 
@@ -86,7 +86,7 @@ class EpisodeLoop(base_events.BaseEventLoop):
                 future.set_exception(host_error(result.value))
             else:
                 value = getattr(result, "value", result)
-                future.set_result(ModelResponse._from_wit(value))
+                future.set_result(response_from_wit(value))
 
 
 class InferenceEngine:
@@ -98,13 +98,13 @@ class InferenceEngine:
         if not isinstance(loop, EpisodeLoop):
             raise RuntimeError("engine.agenerate must be awaited inside arun_episode")
         future = loop.create_future()
-        loop._queue(req._to_wit(), future)
+        loop._queue(request_to_wit(req), future)
         return await future
 
     def generate(self, req: ModelRequest) -> ModelResponse:
         """Generate without a coroutine (blocks the episode until the response is back)."""
         try:
-            return ModelResponse._from_wit(_wit.generate(req._to_wit()))
+            return response_from_wit(_wit.generate(request_to_wit(req)))
         except Err as e:
             raise host_error(e.value) from None
 

@@ -57,20 +57,27 @@ pub struct SamplingParams {
     pub seed: Option<u64>,
 }
 
+/// AReaL's generation defaults, from the SDK's file (the one Rust source of them; sampling
+/// takes some of them).
+#[path = "../../../guest-sdk/src/gen_defaults.rs"]
+#[allow(dead_code)]
+mod gen_defaults;
+
 impl Default for SamplingParams {
-    /// AReaL's `GenerationHyperparameters` defaults.
+    /// AReaL's `GenerationHyperparameters` defaults (the guest SDK's `gen_defaults`).
     fn default() -> Self {
+        use gen_defaults as d;
         SamplingParams {
-            max_new_tokens: 16384,
-            min_new_tokens: 0,
-            greedy: false,
-            temperature: 1.0,
-            top_p: 1.0,
-            top_k: 100_000_000,
+            max_new_tokens: d::MAX_NEW_TOKENS,
+            min_new_tokens: d::MIN_NEW_TOKENS,
+            greedy: d::GREEDY,
+            temperature: d::TEMPERATURE,
+            top_p: d::TOP_P,
+            top_k: d::TOP_K,
             stop_token_ids: Vec::new(),
             stop: Vec::new(),
-            ignore_eos: false,
-            frequency_penalty: 0.0,
+            ignore_eos: d::IGNORE_EOS,
+            frequency_penalty: d::FREQUENCY_PENALTY,
             seed: None,
         }
     }

@@ -1,0 +1,1 @@
+../../guest-sdk/python/rollbox/areal_types.py
