@@ -33,13 +33,19 @@ impl RolloutSetup {
         require(math)?;
         // As `rollbox rollout` with a remote engine: no model weights in this process.
         process::disable_huge_pages();
-        let tok = rollbox_tokenizer::HostTokenizer::load(model)?;
-        let mut tokens = tok.encode(
-            "She sold 48 clips in April and half as many in May, so 48 + 24 = 72 clips. The answer is \\boxed{72}.",
-            false,
-        )?;
-        tokens.resize(63, 198);
-        tokens.push(2);
+        // The answer's tokens, from a tokenizer dropped (and its setup memory returned) before
+        // the host loads its own.
+        let tokens = {
+            let tok = rollbox_tokenizer::HostTokenizer::load(model)?;
+            let mut tokens = tok.encode(
+                "She sold 48 clips in April and half as many in May, so 48 + 24 = 72 clips. The answer is \\boxed{72}.",
+                false,
+            )?;
+            tokens.resize(63, 198);
+            tokens.push(2);
+            tokens
+        };
+        process::release_setup_memory();
         let mut spec = HostSpec::new(workflow);
         spec.tokenizer = Some(model.to_path_buf());
         spec.rewards.insert("math".into(), ComponentSpec::new(math));
