@@ -5,7 +5,7 @@
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use rollbox_runtime::{EpisodeOutcome, EpisodeReport};
+use rollbox_runtime::{EpisodeOutcome, EpisodeReport, GuestFault, Setting};
 use rollbox_tensor::TensorData;
 
 use crate::EpisodeError;
@@ -44,7 +44,7 @@ fn accounting<'py>(py: Python<'py>, r: &EpisodeReport) -> PyResult<Bound<'py, Py
     d.set_item("id", &r.id)?;
     d.set_item("outcome", r.outcome.kind())?;
     if let EpisodeOutcome::Failed(f) = &r.outcome {
-        d.set_item("error", f.to_string())?;
+        d.set_item("error", failure(f))?;
     }
     d.set_item("wall_s", r.wall.as_secs_f64())?;
     d.set_item("generate_calls", r.generate_calls)?;
@@ -79,13 +79,32 @@ fn accounting<'py>(py: Python<'py>, r: &EpisodeReport) -> PyResult<Bound<'py, Py
     Ok(d)
 }
 
+/// The hint to change `setting`, as `Host(...)`'s keyword arguments say it.
+fn hint(setting: &Setting) -> String {
+    match setting {
+        Setting::Limit(key) => format!("raise it with Host(limits={{\"{key}\": ...}})"),
+        Setting::HostMemory => {
+            "raise Host(limits={\"max_host_memory\": ...}) or run fewer episodes at once".into()
+        }
+        Setting::Concurrency => "run fewer episodes at once".into(),
+    }
+}
+
+/// A failed episode's fault with the keyword to change, when a setting caused it.
+fn failure(f: &GuestFault) -> String {
+    match f.setting() {
+        Some(s) => format!("{f}; {}", hint(&s)),
+        None => f.to_string(),
+    }
+}
+
 /// What `arun_episode` returns for report `r`.
 pub fn to_python(py: Python<'_>, r: EpisodeReport, with_report: bool) -> PyResult<Py<PyAny>> {
     let value: Bound<'_, PyAny> = match &r.outcome {
         EpisodeOutcome::Accepted(t) => tensors(py, t)?.into_any(),
         EpisodeOutcome::Rejected => py.None().into_bound(py),
         EpisodeOutcome::Failed(f) if !with_report => {
-            let err = EpisodeError::new_err(format!("episode {} failed: {f}", r.id));
+            let err = EpisodeError::new_err(format!("episode {} failed: {}", r.id, failure(f)));
             err.value(py).setattr("kind", f.kind())?;
             return Err(err);
         }

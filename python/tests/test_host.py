@@ -187,6 +187,8 @@ def test_fuel_limits_are_enforced_for_workflows_and_rewards():
 
     report, took = asyncio.run(main(h, StubEngine([])))
     assert report["outcome"] == "out_of_fuel", report
+    # The hint in Python's words (issue 33, part 5).
+    assert report["error"].endswith('raise it with Host(limits={"fuel": ...})'), report
     assert took < 20, took
     h = host(math={"path": str(spin_reward), "fuel": 10_000_000, "timeout": "60s", "retries": 0})
     report, took = asyncio.run(main(h, StubEngine([case["samples"][0]["record"]])))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rollbox_host::HostSpec;
-use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, LIMIT_KEYS};
+use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, LIMIT_KEYS, Setting};
 use rollbox_tests::components as c;
 use serde_json::{Value, json};
 
@@ -113,9 +113,18 @@ async fn every_limit_key_changes_what_an_episode_may_do() {
             k.key
         );
     }
+    let mut named = 0;
     for case in &cases {
         let free = fingerprint(&run(case, false).await);
-        let tight = fingerprint(&run(case, true).await);
+        let tight = run(case, true).await;
+        // A fault caused by a limit names it, for the entry point to phrase the hint.
+        if let EpisodeOutcome::Failed(f) = &tight.outcome
+            && let Some(setting) = f.setting()
+        {
+            assert_eq!(setting, Setting::Limit(case.key), "{}: {f}", case.key);
+            named += 1;
+        }
+        let tight = fingerprint(&tight);
         assert_ne!(
             free, tight,
             "{}={} changed nothing: {free}",
@@ -126,6 +135,9 @@ async fn every_limit_key_changes_what_an_episode_may_do() {
             case.key, case.value
         );
     }
+    // All but max_output_bytes (output is cut, the episode goes on) and max_tokenizer_bytes
+    // (the guest returns the refusal as its own error).
+    assert_eq!(named, 8, "faults that name their limit");
 }
 
 /// The spec decides fuel metering: a reward's `fuel` alone turns it on (no episode limit sets

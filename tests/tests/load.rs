@@ -45,7 +45,7 @@ fn a_component_for_the_wrong_world_is_refused_with_the_fix() {
         .err()
         .expect("reward as workflow");
     let msg = err.to_string();
-    assert!(msg.contains("exports `score`, expected `run-episode`: is this a reward component? load it with --reward"), "{msg}");
+    assert!(msg.contains("exports `score`, expected `run-episode`: is this a reward component? register it as a reward"), "{msg}");
     let err = rt
         .load_reward(Path::new(c::WORKFLOW_ECHO))
         .err()
@@ -284,7 +284,7 @@ async fn a_tool_component_is_called_in_its_own_sandbox() {
         .expect("tool as reward");
     assert!(
         err.to_string()
-            .contains("is this a tool component? load it with --tool"),
+            .contains("is this a tool component? register it as a tool"),
         "{err}"
     );
 }

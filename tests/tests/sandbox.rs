@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rollbox_runtime::{
-    EpisodeOutcome, EpisodeReport, EpisodeRequest, GuestFault, Limits, Runtime, WorkflowComponent,
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, GuestFault, Limits, Runtime, Setting,
+    WorkflowComponent,
 };
 use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
@@ -234,7 +235,7 @@ async fn memory_bomb_hits_the_memory_limit() {
     .await;
     let f = fault(&r);
     assert_eq!(f.kind(), "memory_limit", "{f}");
-    assert!(f.to_string().contains("--max-memory"), "{f}");
+    assert_eq!(f.setting(), Some(Setting::Limit("max_memory")), "{f}");
     assert!(r.peak_memory_bytes <= 64 << 20);
     assert_serves_next(&rt).await;
 }
@@ -303,7 +304,8 @@ async fn a_million_tensor_handles_hit_the_handle_limit() {
     let r = run(&rt, &w, json!({}), Limits::default()).await;
     let f = fault(&r);
     assert_eq!(f.kind(), "limit_exceeded", "{f}");
-    assert!(f.to_string().contains("--max-handles"), "{f}");
+    assert!(f.to_string().contains("(`max_handles`)"), "{f}");
+    assert_eq!(f.setting(), Some(Setting::Limit("max_handles")), "{f}");
     // Under the limit the same guest succeeds.
     let r = run(&rt, &w, json!({"count": 100}), Limits::default()).await;
     assert_eq!(r.outcome.kind(), "accepted");
@@ -326,7 +328,12 @@ async fn generate_flood_hits_the_call_limit() {
     .await;
     let f = fault(&r);
     assert_eq!(f.kind(), "limit_exceeded", "{f}");
-    assert!(f.to_string().contains("--max-generate-calls"), "{f}");
+    assert!(f.to_string().contains("(`max_generate_calls`)"), "{f}");
+    assert_eq!(
+        f.setting(),
+        Some(Setting::Limit("max_generate_calls")),
+        "{f}"
+    );
     assert_eq!(r.generate_calls, 100);
     assert_serves_next(&rt).await;
 }
@@ -468,7 +475,7 @@ async fn guest_errors_and_rejections_are_classified() {
     let f = fault(&r);
     assert_eq!(f.kind(), "guest_error");
     assert!(
-        f.to_string().contains("no inference engine is configured"),
+        f.to_string().contains("this host has no inference engine"),
         "{f}"
     );
     let r = run(&rt, &echo, json!({"text": "no ids"}), Limits::default()).await;

@@ -138,7 +138,7 @@ async fn an_output_over_the_tensor_budget_is_refused_before_allocation() {
         .unwrap_or_default()
         .to_string();
     assert!(
-        err.contains("LimitExceeded") && err.contains("--max-tensor-bytes"),
+        err.contains("LimitExceeded") && err.contains("(`max_tensor_bytes`)"),
         "{err}"
     );
 }

@@ -3,7 +3,7 @@
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
 use rollbox_host::{ComponentSpec, LimitSpec};
-use rollbox_runtime::{LIMIT_KEYS, LimitUnit, Limits};
+use rollbox_runtime::{LIMIT_KEYS, LimitKey, LimitUnit, Limits, Setting};
 
 /// The limit flags, made from [`LIMIT_KEYS`]: a limit added to the table is a flag here, with
 /// its help and default, without code in this crate.
@@ -53,6 +53,20 @@ impl FromArgMatches for LimitArgs {
             }
         }
         Ok(())
+    }
+}
+
+/// The hint to change `setting`, in this command line's flags.
+pub fn hint(setting: &Setting) -> String {
+    match setting {
+        Setting::Limit(key) => match LimitKey::find(key) {
+            Some(k) => format!("raise it with --{}", k.flag),
+            None => format!("raise {setting}"),
+        },
+        Setting::HostMemory => {
+            "raise --max-host-memory or run fewer at once (--max-concurrent)".into()
+        }
+        Setting::Concurrency => "lower --max-concurrent".into(),
     }
 }
 

@@ -38,7 +38,7 @@ fn inspect_names_the_world_and_refuses_the_wrong_one() {
     let (ok, _, err) = rollbox(&["run", c::REWARD_MATH], tmp.path());
     assert!(!ok);
     assert!(
-        err.contains("is this a reward component? load it with --reward"),
+        err.contains("is this a reward component? register it as a reward"),
         "{err}"
     );
 }
@@ -173,10 +173,7 @@ fn run_rlvr_with_tokenizer_replay_engine_and_math_reward() {
         tmp.path(),
     );
     assert!(!ok);
-    assert!(
-        out.contains("register one with --reward NAME=PATH"),
-        "{out}"
-    );
+    assert!(out.contains("register one under that name"), "{out}");
 }
 
 fn rollout_args<'a>(dataset: &'a str, out: &'a str, reward: &'a str) -> Vec<&'a str> {
@@ -465,6 +462,12 @@ fn rollout_enforces_fuel_for_workflows_and_rewards() {
         &["--workflow", c::ADV_LOOP, "--fuel", "10000000"],
     );
     assert_eq!(stats["episodes"]["out_of_fuel"], 2, "{stats}");
+    assert!(
+        stats["dropped_text"]
+            .as_str()
+            .is_some_and(|t| t.contains("ran out of fuel (10000000 units); raise it with --fuel")),
+        "{stats}"
+    );
     let spin = format!(
         "math={},fuel=10000000,timeout=60s,retries=0",
         c::REWARD_SPIN
@@ -495,12 +498,18 @@ fn rollout_enforces_fuel_for_workflows_and_rewards() {
 fn run_enforces_fuel_for_workflows_and_rewards() {
     let tmp = tempfile::tempdir().expect("tmp");
     let start = std::time::Instant::now();
-    let (ok, stdout, _) = rollbox(
+    let (ok, stdout, stderr) = rollbox(
         &["run", c::ADV_LOOP, "--fuel", "10000000", "--timeout", "60s"],
         tmp.path(),
     );
     assert!(!ok, "the episode fails");
-    assert!(stdout.contains("[out_of_fuel]"), "{stdout}");
+    // The failure once, in the CLI's words: the flag to raise (issue 33, part 5), and no
+    // second copy logged by the library.
+    assert!(
+        stdout.contains("[out_of_fuel] ran out of fuel (10000000 units); raise it with --fuel"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("ran out of fuel"), "{stderr}");
     assert!(start.elapsed() < std::time::Duration::from_secs(30));
     let spin = format!(
         "math={},fuel=10000000,timeout=60s,retries=0",
@@ -554,7 +563,35 @@ fn guest_text_cannot_forge_log_lines_or_drive_the_terminal() {
         stdout.contains("oops\\n2099-01-01T00:00:00Z ERROR rollbox: FAKE host message\\u{1b}[2J"),
         "{stdout}"
     );
-    assert!(stderr.contains("oops\\n2099"), "{stderr}");
+    // `run` reports the failure once, on stdout; the log has no second copy.
+    assert!(!stderr.contains("oops"), "{stderr}");
+    // `rollout` logs each failed episode once, escaped.
+    let rows = tmp.path().join("rows.jsonl");
+    std::fs::write(&rows, format!("{data}\n")).expect("rows");
+    let replay = tmp.path().join("empty.jsonl");
+    std::fs::write(&replay, "").expect("replay");
+    let out = tmp.path().join("out").display().to_string();
+    let engine = format!("replay:{}", replay.display());
+    let (ok, _, stderr) = rollbox(
+        &[
+            "rollout",
+            &rows.display().to_string(),
+            "--out",
+            &out,
+            "--workflow",
+            c::SCRIPTED,
+            "--engine",
+            &engine,
+            "--n-samples",
+            "1",
+            "--quiet",
+        ],
+        tmp.path(),
+    );
+    assert!(ok, "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(!stderr.lines().any(|l| l.starts_with("2099-")), "{stderr}");
+    assert_eq!(stderr.matches("oops\\n2099").count(), 1, "{stderr}");
 }
 
 /// Files the operator names are opened like component files (issue 32, part 5): a device, a

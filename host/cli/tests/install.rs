@@ -317,7 +317,8 @@ fn the_default_model_is_fetched_on_first_use() {
     );
     assert!(!ok);
     assert!(
-        stderr.contains("cannot be reached") && stderr.contains("--engine embedded:MODEL.gguf"),
+        stderr.contains("cannot be reached")
+            && stderr.contains("the engine spec embedded:MODEL.gguf"),
         "{stderr}"
     );
     assert!(!empty.join("SmolLM2-135M-Instruct.Q4_1.gguf").exists());

@@ -385,12 +385,12 @@ impl InferenceBackend for OpenAiBackend {
             && matches!(self.server, OpenAiServer::LlamaCppPython { .. })
         {
             return refuse(
-                "llama-cpp-python's server takes text prompts only: a request with chat messages and images needs a vision-language server (vLLM, or SGLang with --engine sglang:URL)",
+                "llama-cpp-python's server takes text prompts only: a request with chat messages and images needs a vision-language server (vLLM, or SGLang with the engine sglang:URL)",
             );
         }
         if !request.image_data.is_empty() && request.chat_messages.is_none() {
             return refuse(
-                "the request carries images, and /v1/completions takes token ids only: give the chat messages with `image_url` parts (vision-rlvr sends the row's `messages_chat`, as AReaL's vLLM backend does), or serve with SGLang (--engine sglang:URL), whose /generate takes image_data with token ids",
+                "the request carries images, and /v1/completions takes token ids only: give the chat messages with `image_url` parts (vision-rlvr sends the row's `messages_chat`, as AReaL's vLLM backend does), or serve with SGLang (the engine sglang:URL), whose /generate takes image_data with token ids",
             );
         }
         let (prompt, llama) = match &self.server {

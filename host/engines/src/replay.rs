@@ -124,7 +124,7 @@ impl InferenceBackend for ReplayBackend {
             return Err(EngineError::InvalidRequest {
                 backend: "replay",
                 message: format!(
-                    "no recorded response for a prompt of {} tokens starting {head:?}; record one with --record on a live engine",
+                    "no recorded response for a prompt of {} tokens starting {head:?}; record one by running a live engine with `record` set (the CLI's --record)",
                     request.input_ids.len()
                 ),
             });

@@ -69,14 +69,14 @@ impl std::str::FromStr for EngineSpec {
                     .collect();
                 if addresses.is_empty() {
                     return Err(invalid(
-                        "--engine sglang needs addresses: --engine sglang:http://10.0.0.1:30000,http://10.0.0.2:30000".into(),
+                        "the engine `sglang` needs addresses: sglang:http://10.0.0.1:30000,http://10.0.0.2:30000".into(),
                     ));
                 }
                 EngineSpec::Sglang { addresses }
             }
             "openai" | "openai+llamacpp" if arg.is_empty() => {
                 return Err(invalid(format!(
-                    "--engine {kind} needs an address: --engine {kind}:http://127.0.0.1:8000"
+                    "the engine `{kind}` needs an address: {kind}:http://127.0.0.1:8000"
                 )));
             }
             "openai" => EngineSpec::OpenAi {
@@ -87,7 +87,7 @@ impl std::str::FromStr for EngineSpec {
             },
             "replay" if arg.is_empty() => {
                 return Err(invalid(
-                    "--engine replay needs a file: --engine replay:responses.jsonl".into(),
+                    "the engine `replay` needs a file: replay:responses.jsonl".into(),
                 ));
             }
             "replay" => EngineSpec::Replay { path: arg.into() },
@@ -199,7 +199,7 @@ impl EngineSpec {
                 let tok = tokenizer
                     .ok_or_else(|| EngineError::InvalidRequest {
                         backend: "openai",
-                        message: "--engine openai+llamacpp needs --tokenizer (the served model's GGUF) to check token ids".into(),
+                        message: "the engine `openai+llamacpp` needs a tokenizer (the served model's GGUF) to check token ids".into(),
                     })?
                     .clone();
                 let detokenize: Detokenizer =

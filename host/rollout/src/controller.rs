@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rollbox_runtime::{
-    EpisodeOutcome, EpisodeReport, EpisodeRequest, JsonText, Limits, Runtime, Trajectory,
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, JsonText, Limits, Runtime, Setting, Trajectory,
     WorkflowComponent, escape_control,
 };
 use rollbox_tensor::{HostTensor, TensorData};
@@ -61,8 +61,8 @@ impl Rollout {
         let start = Instant::now();
         let mut stats_written = start;
         let o = &self.options;
-        anyhow::ensure!(o.n_samples > 0, "--n-samples must be at least 1");
-        anyhow::ensure!(o.batch_size > 0, "--batch-size must be at least 1");
+        anyhow::ensure!(o.n_samples > 0, "n_samples must be at least 1");
+        anyhow::ensure!(o.batch_size > 0, "batch_size must be at least 1");
         let mut tally = Tally::default();
         let max_rows = o.max_rows.unwrap_or(usize::MAX);
         let mut p = Progress {
@@ -119,7 +119,7 @@ impl Rollout {
                     break;
                 }
                 anyhow::bail!(
-                    "the staleness limit is reached at policy version {version} (max_head_offpolicyness {:?}, {} groups accepted); raise the version (rollbox serve: POST /v1/version) or drop --max-head-offpolicyness",
+                    "the staleness limit is reached at policy version {version} (max_head_offpolicyness {:?}, {} groups accepted); raise the policy version (rollbox serve: POST /v1/version) or unset max_head_offpolicyness",
                     o.max_head_offpolicyness,
                     staleness.accepted
                 );
@@ -128,10 +128,19 @@ impl Rollout {
             staleness.running -= 1;
             let row = g.row.index;
             p.rows_done += 1;
-            let first_error = g.reports.iter().find_map(|r| match &r.outcome {
-                EpisodeOutcome::Failed(f) => Some(format!("{}: {f}", f.kind())),
-                _ => None,
-            });
+            let mut first_error = None;
+            for r in &g.reports {
+                if let EpisodeOutcome::Failed(f) = &r.outcome {
+                    let text = failure(f, o.hint);
+                    tracing::warn!(
+                        episode = %escape_control(&r.id),
+                        kind = f.kind(),
+                        "episode failed: {}",
+                        escape_control(&text)
+                    );
+                    first_error.get_or_insert(text);
+                }
+            }
             match self.process(g, &mut schema, &mut tally, &mut p) {
                 Ok(kept) => {
                     for k in &kept {
@@ -346,4 +355,13 @@ fn next_row(
         }
     }
     Ok(None)
+}
+
+/// A failed episode in words: its kind, the fault and the hint to change the setting behind
+/// it (phrased by the entry point, `RolloutOptions::hint`).
+fn failure(f: &rollbox_runtime::GuestFault, hint: fn(&Setting) -> String) -> String {
+    match f.setting() {
+        Some(s) => format!("{}: {f}; {}", f.kind(), hint(&s)),
+        None => format!("{}: {f}", f.kind()),
+    }
 }

@@ -106,7 +106,7 @@ impl Dataset {
             match entry {
                 Ok(_) => rows += 1,
                 Err(bad) => anyhow::bail!(
-                    "{}: {}; fix it or pass --on-bad-row skip",
+                    "{}: {}; fix it, or skip bad rows (on_bad_row `skip`)",
                     check.place(bad.line),
                     bad.error
                 ),
@@ -241,7 +241,7 @@ pub fn parse_rows(
         match entry {
             Ok(r) => rows.push(r),
             Err(b) if on_bad == OnBadRow::Fatal => anyhow::bail!(
-                "{}: {}; fix it or pass --on-bad-row skip",
+                "{}: {}; fix it, or skip bad rows (on_bad_row `skip`)",
                 d.place(b.line),
                 b.error
             ),

@@ -1,5 +1,7 @@
 //! The settings of a run (the episodes' config and limits are the [`Rollout`](crate::Rollout)'s).
 
+use rollbox_runtime::Setting;
+
 use crate::group::{Filter, GroupPolicy, Normalization};
 
 /// Settings of a run.
@@ -23,6 +25,14 @@ pub struct RolloutOptions {
     pub seed: u64,
     /// Run at most this many (not yet done) rows.
     pub max_rows: Option<usize>,
+    /// How the entry point says to change a setting, for failed episodes' logs and
+    /// `dropped-rows.jsonl` (the CLI names its flag; the default names the setting's key).
+    pub hint: fn(&Setting) -> String,
+}
+
+/// The default [`RolloutOptions::hint`]: the setting by its key (`raise the `timeout` limit`).
+pub fn neutral_hint(setting: &Setting) -> String {
+    format!("raise {setting}")
 }
 
 impl Default for RolloutOptions {
@@ -37,6 +47,7 @@ impl Default for RolloutOptions {
             filter: None,
             seed: 0,
             max_rows: None,
+            hint: neutral_hint,
         }
     }
 }

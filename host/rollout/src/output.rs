@@ -88,7 +88,7 @@ impl OutputDir {
     /// Open (or create) `dir` and read what earlier runs committed there.
     pub fn open(dir: &Path) -> anyhow::Result<OutputDir> {
         std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("creating --out {}: {e}", dir.display()))?;
+            .map_err(|e| anyhow::anyhow!("creating the output directory {}: {e}", dir.display()))?;
         let mut batches = Vec::new();
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;

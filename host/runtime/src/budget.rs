@@ -194,7 +194,7 @@ impl HostMemory {
     /// What a refusal says: the budget, what is reserved, and what to change.
     pub fn exhausted(&self, what: &str, bytes: usize) -> String {
         format!(
-            "the host's memory budget is exhausted: {what} needs {bytes} bytes, {} of {} are reserved by the episodes and calls in flight; raise --max-host-memory or run fewer at once (--max-concurrent)",
+            "the host's memory budget is exhausted: {what} needs {bytes} bytes, {} of {} are reserved by the episodes and calls in flight (`max_host_memory`; or run fewer at once, `max_concurrent`)",
             self.used(),
             self.limit()
         )

@@ -373,7 +373,7 @@ pub(crate) fn check_world(info: &ComponentInfo, expected: WorldKind) -> anyhow::
         };
         let hint = match info.world {
             Some(actual) if actual != expected => {
-                format!(": is this a {actual} component? {}", actual.cli_hint())
+                format!(": is this a {actual} component? {}", actual.load_hint())
             }
             _ => format!(
                 "; a {expected} component exports `{}` from the {} world",
@@ -440,7 +440,7 @@ mod tests {
         let err = check_world(&info(&["score"], &[]), WorldKind::Workflow).expect_err("reward");
         assert_eq!(
             err.to_string(),
-            "x.wasm exports `score`, expected `run-episode`: is this a reward component? load it with --reward NAME=PATH"
+            "x.wasm exports `score`, expected `run-episode`: is this a reward component? register it as a reward"
         );
         let err = check_world(&info(&[], &[]), WorldKind::Reward).expect_err("nothing");
         assert!(

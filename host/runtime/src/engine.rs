@@ -25,6 +25,7 @@ use crate::bindings::engine;
 use crate::bindings::types::{
     Error, GenConfig, ModelRequest, ModelResponse, StopReason as WitStop,
 };
+use crate::limits::Setting;
 use crate::state::{EpisodeCtx, StoreState};
 
 /// Requests in one `generate-many` call. Guards the host against a huge fan-out in one call;
@@ -42,10 +43,13 @@ impl EpisodeCtx {
     /// Apply policy to one request: limits, clamping, stop ids, rid.
     fn prepare(&mut self, req: ModelRequest) -> wasmtime::Result<Result<Prepared, Error>> {
         if self.generate_calls >= self.limits.max_generate_calls {
-            let msg = self.refuse(format!(
-                "this episode reached its limit of {} generate calls; raise it with --max-generate-calls",
-                self.limits.max_generate_calls
-            ))?;
+            let msg = self.refuse(
+                Setting::Limit("max_generate_calls"),
+                format!(
+                    "this episode reached its limit of {} generate calls (`max_generate_calls`)",
+                    self.limits.max_generate_calls
+                ),
+            )?;
             return Ok(Err(Error::LimitExceeded(msg)));
         }
         self.generate_calls += 1;
@@ -78,15 +82,18 @@ impl EpisodeCtx {
             .max_generated_tokens
             .saturating_sub(self.generated_tokens);
         if budget == 0 {
-            let msg = self.refuse(format!(
-                "this episode generated its limit of {} tokens; raise it with --max-episode-tokens",
-                self.limits.max_generated_tokens
-            ))?;
+            let msg = self.refuse(
+                Setting::Limit("max_episode_tokens"),
+                format!(
+                    "this episode generated its limit of {} tokens (`max_episode_tokens`)",
+                    self.limits.max_generated_tokens
+                ),
+            )?;
             return Ok(Err(Error::LimitExceeded(msg)));
         }
         let Some(backend) = self.services.backend().cloned() else {
             return Ok(Err(Error::Unavailable(
-                "no inference engine is configured; start rollbox with --engine (e.g. --engine replay:FILE)".into(),
+                "this host has no inference engine: give it one (an engine spec such as `replay:FILE` or `sglang:URL`, or the trainer's engine)".into(),
             )));
         };
         let max_new = u64::from(g.max_new_tokens).min(room).min(budget) as u32;

@@ -16,7 +16,6 @@ use crate::limits::Limits;
 use crate::runtime::Runtime;
 use crate::sandbox::{fuel_consumed, guarded, new_store};
 use crate::state::{LogLine, RewardRecord};
-use crate::text::escape_control;
 
 /// A JSON value held as its compact text and shared: a dataset row or a workflow config is
 /// serialized once, and every episode given it gets the same text (the guest receives JSON
@@ -221,7 +220,6 @@ pub struct EpisodeSummary<'a> {
 impl EpisodeReport {
     /// The report of an episode refused before it ran (nothing captured, nothing spent).
     fn refused(id: String, fault: GuestFault) -> EpisodeReport {
-        tracing::warn!(episode = %escape_control(&id), kind = fault.kind(), "episode refused: {}", escape_control(&fault.to_string()));
         EpisodeReport {
             id,
             outcome: EpisodeOutcome::Failed(fault),
@@ -342,14 +340,8 @@ impl Runtime {
             host_cpu: ctx.host_cpu,
             reward_calls: ctx.reward_calls,
         };
-        if let EpisodeOutcome::Failed(f) = &report.outcome {
-            tracing::warn!(
-                episode = %escape_control(&report.id),
-                kind = f.kind(),
-                "episode failed: {}",
-                escape_control(&f.to_string())
-            );
-        }
+        // Not logged here: the entry point that asked reports a failure once, in its own words
+        // (the rollout controller logs it, `rollbox run` prints it, Python raises it).
         report
     }
 }

@@ -1,12 +1,14 @@
 //! Classification of how a guest call ended badly: a typed [`GuestFault`] that names what
-//! happened and which setting to raise. The host never panics on guest behaviour; every
-//! failure of a guest call lands here.
+//! happened and, with [`GuestFault::setting`], which setting to raise; each entry point phrases
+//! that hint in its own words (a flag, a keyword argument, a JSON key). The host never panics
+//! on guest behaviour; every failure of a guest call lands here.
 
 use std::time::Duration;
 
 use serde::Serialize;
 use wasmtime::Trap;
 
+use crate::limits::Setting;
 use crate::state::{HostMemoryExhausted, LimitTrap, MemoryLimitExceeded};
 
 /// Why a guest call failed.
@@ -14,7 +16,7 @@ use crate::state::{HostMemoryExhausted, LimitTrap, MemoryLimitExceeded};
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum GuestFault {
     /// The wall-clock limit was reached; the guest was interrupted.
-    #[error("timed out after {} ms; raise it with --timeout", limit_ms)]
+    #[error("timed out after {} ms", limit_ms)]
     Timeout {
         /// The limit, milliseconds.
         limit_ms: u64,
@@ -22,19 +24,17 @@ pub enum GuestFault {
     /// The guest tried to grow a linear memory past its limit.
     #[error("{message}")]
     MemoryLimit {
-        /// Details and the setting to raise.
+        /// Details.
         message: String,
     },
     /// The guest ran out of fuel.
-    #[error("ran out of fuel ({fuel} units); raise it with --fuel")]
+    #[error("ran out of fuel ({fuel} units)")]
     OutOfFuel {
         /// The fuel budget.
         fuel: u64,
     },
     /// The guest moved more bytes across the boundary in one call than allowed.
-    #[error(
-        "moved more than {limit} bytes across the host boundary in one call; raise it with --max-boundary-bytes"
-    )]
+    #[error("moved more than {limit} bytes across the host boundary in one call")]
     BoundaryLimit {
         /// The limit, bytes.
         limit: usize,
@@ -43,8 +43,10 @@ pub enum GuestFault {
     /// the guest kept going or failed.
     #[error("limit exceeded: {message}")]
     LimitExceeded {
-        /// Which limit and how to raise it.
+        /// Which limit, in words.
         message: String,
+        /// The setting that was exceeded.
+        setting: Option<Setting>,
     },
     /// The guest's call stack overflowed.
     #[error("stack overflow (deep or infinite recursion)")]
@@ -104,6 +106,19 @@ fn detail_suffix(message: &str) -> String {
 }
 
 impl GuestFault {
+    /// The setting to raise for this fault not to happen again, when a setting caused it:
+    /// the entry point phrases the hint (`--timeout`, `limits={"timeout": ...}`).
+    pub fn setting(&self) -> Option<Setting> {
+        match self {
+            GuestFault::Timeout { .. } => Some(Setting::Limit("timeout")),
+            GuestFault::MemoryLimit { .. } => Some(Setting::Limit("max_memory")),
+            GuestFault::OutOfFuel { .. } => Some(Setting::Limit("fuel")),
+            GuestFault::BoundaryLimit { .. } => Some(Setting::Limit("max_boundary_bytes")),
+            GuestFault::LimitExceeded { setting, .. } => setting.clone(),
+            _ => None,
+        }
+    }
+
     /// A short stable name for counters and stats (`timeout`, `memory_limit`, ...).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -129,8 +144,8 @@ pub(crate) struct FaultContext<'a> {
     pub timeout: Duration,
     pub fuel: Option<u64>,
     pub max_boundary_bytes: usize,
-    /// The first soft limit refused to the guest, if any.
-    pub refused: Option<&'a str>,
+    /// The first soft limit refused to the guest and its setting, if any.
+    pub refused: Option<&'a (String, Setting)>,
     /// Captured stderr (a Rust panic message lands there).
     pub stderr: &'a str,
 }
@@ -167,11 +182,13 @@ pub(crate) fn classify(err: &wasmtime::Error, cx: &FaultContext<'_>) -> GuestFau
     if let Some(l) = err.downcast_ref::<LimitTrap>() {
         return GuestFault::LimitExceeded {
             message: l.to_string(),
+            setting: Some(l.1.clone()),
         };
     }
     if let Some(h) = err.downcast_ref::<HostMemoryExhausted>() {
         return GuestFault::LimitExceeded {
             message: h.to_string(),
+            setting: Some(Setting::HostMemory),
         };
     }
     if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
@@ -202,9 +219,10 @@ pub(crate) fn classify(err: &wasmtime::Error, cx: &FaultContext<'_>) -> GuestFau
                 return GuestFault::StackOverflow;
             }
             Trap::UnreachableCodeReached => {
-                if let Some(refused) = cx.refused {
+                if let Some((refused, setting)) = cx.refused {
                     return GuestFault::LimitExceeded {
                         message: format!("{refused} (the guest then panicked)"),
+                        setting: Some(setting.clone()),
                     };
                 }
                 return GuestFault::Panic {
@@ -231,9 +249,10 @@ pub(crate) fn classify(err: &wasmtime::Error, cx: &FaultContext<'_>) -> GuestFau
             message: truncate(&full, MAX_FAULT_MESSAGE_BYTES),
         };
     }
-    if let Some(refused) = cx.refused {
+    if let Some((refused, setting)) = cx.refused {
         return GuestFault::LimitExceeded {
             message: format!("{refused} ({})", truncate(&format!("{err}"), 512)),
+            setting: Some(setting.clone()),
         };
     }
     GuestFault::Trap {
@@ -313,8 +332,21 @@ mod tests {
             classify(&fuel, &cx()),
             GuestFault::BoundaryLimit { limit: 10 }
         );
-        let lim = wasmtime::Error::new(LimitTrap("generate calls".into()));
-        assert_eq!(classify(&lim, &cx()).kind(), "limit_exceeded");
+        let lim = wasmtime::Error::new(LimitTrap(
+            "generate calls".into(),
+            Setting::Limit("max_generate_calls"),
+        ));
+        let f = classify(&lim, &cx());
+        assert_eq!(f.kind(), "limit_exceeded");
+        assert_eq!(f.setting(), Some(Setting::Limit("max_generate_calls")));
+        assert_eq!(
+            classify(&mem, &cx()).setting(),
+            Some(Setting::Limit("max_memory"))
+        );
+        assert_eq!(
+            classify(&wasmtime::Error::new(Trap::Interrupt), &cx()).setting(),
+            Some(Setting::Limit("timeout"))
+        );
     }
 
     #[test]

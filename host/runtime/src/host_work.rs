@@ -66,7 +66,7 @@ pub(crate) async fn offload<T: Send + 'static>(
 /// The `timeout` error value for host work asked for or stopped past the deadline.
 pub(crate) fn past_deadline(what: &str) -> Error {
     Error::Timeout(format!(
-        "{what} stopped: the episode is past its deadline; raise it with --timeout"
+        "{what} stopped: the episode is past its deadline (`timeout`)"
     ))
 }
 

@@ -77,8 +77,8 @@ pub use episode::{
 pub use fault::GuestFault;
 pub use host_work::HOST_FUEL_PER_MS;
 pub use limits::{
-    LIMIT_KEYS, LimitKey, LimitUnit, LimitValue, Limits, MAX_MEMORY_BYTES_CAP, parse_duration,
-    parse_size, show_size,
+    LIMIT_KEYS, LimitKey, LimitUnit, LimitValue, Limits, MAX_MEMORY_BYTES_CAP, Setting,
+    parse_duration, parse_size, show_size,
 };
 pub use runtime::{
     DEFAULT_KEEP_RESIDENT_BYTES, EPOCH_TICK, Runtime, RuntimeConfig, default_cache_dir,

@@ -131,6 +131,31 @@ impl Limits {
     }
 }
 
+/// A setting a library message names, so that each entry point can phrase the hint to change
+/// it in its own words: the CLI as a flag (`--max-memory`), Python as a keyword
+/// (`limits={"max_memory": ...}`), a spec or HTTP body as a JSON key. [`Setting`]'s `Display`
+/// is the spec's own vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Setting {
+    /// A limit of each episode or call: a key of [`LIMIT_KEYS`].
+    Limit(&'static str),
+    /// The host-wide memory budget (`max_host_memory`).
+    HostMemory,
+    /// Episodes in flight at once (`max_concurrent`).
+    Concurrency,
+}
+
+impl std::fmt::Display for Setting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Setting::Limit(key) => write!(f, "the `{key}` limit"),
+            Setting::HostMemory => f.write_str("the host memory budget (`max_host_memory`)"),
+            Setting::Concurrency => f.write_str("`max_concurrent`"),
+        }
+    }
+}
+
 /// How a limit's value is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LimitUnit {

@@ -28,14 +28,14 @@ pub(crate) fn describe(e: &Error) -> String {
 }
 
 /// The `unknown` error for a name not in a registry (shared with `tools`).
-pub(crate) fn unknown(what: &str, flag: &str, name: &str, names: &[String]) -> Error {
+pub(crate) fn unknown(what: &str, name: &str, names: &[String]) -> Error {
     let registered = if names.is_empty() {
         "none".to_string()
     } else {
         names.join(", ")
     };
     Error::Unknown(format!(
-        "no {what} named `{}` is registered (registered: {registered}); register one with {flag} NAME=PATH",
+        "no {what} named `{}` is registered (registered: {registered}); register one under that name",
         truncate(name, 256)
     ))
 }
@@ -48,12 +48,7 @@ impl rewards::Host for StoreState {
     ) -> wasmtime::Result<Result<ScoreResult, Error>> {
         let services = self.ctx.services.clone();
         let Some(reg) = services.reward(&name) else {
-            return Ok(Err(unknown(
-                "reward",
-                "--reward",
-                &name,
-                &services.reward_names(),
-            )));
+            return Ok(Err(unknown("reward", &name, &services.reward_names())));
         };
         let (result, accounting) = score_with_retries(&name, &reg, input, &services).await;
         self.ctx.reward_calls.push(RewardRecord {

@@ -93,7 +93,7 @@ pub(crate) async fn guarded<R>(
                 timeout: limits.timeout,
                 fuel: limits.fuel,
                 max_boundary_bytes: limits.max_boundary_bytes,
-                refused: ctx.refused.as_deref(),
+                refused: ctx.refused.as_ref(),
                 stderr: &stderr,
             };
             Err(classify(&e, &cx))

@@ -13,7 +13,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::budget::{LINEAR_MEMORY_ALLOWANCE, Reservation, host_memory};
-use crate::limits::Limits;
+use crate::limits::{Limits, Setting};
 use crate::services::Services;
 
 /// Everything a store holds for one episode or one reward/tool call.
@@ -99,8 +99,9 @@ pub struct EpisodeCtx {
     pub(crate) generated_tokens: u64,
     pub(crate) tensor_bytes: usize,
     pub(crate) live_tensors: usize,
-    /// The first soft limit refused to the guest; a later refusal traps.
-    pub(crate) refused: Option<String>,
+    /// The first soft limit refused to the guest, and the setting it names; a later refusal
+    /// traps.
+    pub(crate) refused: Option<(String, Setting)>,
     pub(crate) logs: Vec<LogLine>,
     pub(crate) stats: Vec<(String, f64)>,
     pub(crate) dropped_logs: u64,
@@ -149,16 +150,19 @@ pub struct RewardRecord {
 /// A soft limit was refused twice: the guest ignored the first refusal.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}; the guest kept going after this limit was reported to it")]
-pub struct LimitTrap(pub String);
+pub struct LimitTrap(pub String, pub Setting);
 
 impl EpisodeCtx {
-    /// Record a soft-limit refusal. Returns the guest-visible message, or a trap if the guest
-    /// already ignored one refusal.
-    pub(crate) fn refuse(&mut self, message: String) -> wasmtime::Result<String> {
-        if let Some(first) = &self.refused {
-            return Err(wasmtime::Error::new(LimitTrap(first.clone())));
+    /// Record a soft-limit refusal of `setting`. Returns the guest-visible message, or a trap
+    /// if the guest already ignored one refusal.
+    pub(crate) fn refuse(&mut self, setting: Setting, message: String) -> wasmtime::Result<String> {
+        if let Some((first, setting)) = &self.refused {
+            return Err(wasmtime::Error::new(LimitTrap(
+                first.clone(),
+                setting.clone(),
+            )));
         }
-        self.refused = Some(message.clone());
+        self.refused = Some((message.clone(), setting));
         Ok(message)
     }
 }
@@ -187,11 +191,9 @@ pub struct MemoryLimiter {
 #[error("{0}")]
 pub struct HostMemoryExhausted(pub String);
 
-/// A guest tried to grow its memory past `--max-memory`.
+/// A guest tried to grow its memory past its `max_memory` limit.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "linear memory limit of {limit} bytes exceeded (the guest asked for {requested} bytes); raise it with --max-memory"
-)]
+#[error("linear memory limit of {limit} bytes exceeded (the guest asked for {requested} bytes)")]
 pub struct MemoryLimitExceeded {
     /// The limit, bytes.
     pub limit: usize,
@@ -384,7 +386,10 @@ mod tests {
         let mut l = MemoryLimiter::new(1 << 20);
         assert!(l.memory_growing(0, 65536, None).expect("within"));
         let err = l.memory_growing(65536, 2 << 20, None).expect_err("over");
-        assert!(err.to_string().contains("--max-memory"));
+        assert!(
+            err.to_string()
+                .contains("linear memory limit of 1048576 bytes")
+        );
         assert_eq!(l.peak_bytes(), 65536);
     }
 }

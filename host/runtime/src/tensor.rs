@@ -13,6 +13,7 @@ use wasmtime::component::Resource;
 use crate::bindings::tensor::{self, Dtype, TensorData};
 use crate::bindings::types::Error;
 use crate::budget::{TENSOR_RESERVATION_CHUNK, host_memory};
+use crate::limits::Setting;
 use crate::state::StoreState;
 
 fn from_wit(data: TensorData) -> Data {
@@ -56,10 +57,13 @@ impl StoreState {
     fn tensor_error(&mut self, e: TensorError) -> wasmtime::Result<Error> {
         match e {
             TensorError::TooLarge { .. } => {
-                let msg = self.ctx.refuse(format!(
-                    "{e}: this episode may create {} bytes of tensors in all; raise it with --max-tensor-bytes",
-                    self.ctx.limits.max_tensor_bytes
-                ))?;
+                let msg = self.ctx.refuse(
+                    Setting::Limit("max_tensor_bytes"),
+                    format!(
+                        "{e}: this episode may create {} bytes of tensors in all (`max_tensor_bytes`)",
+                        self.ctx.limits.max_tensor_bytes
+                    ),
+                )?;
                 Ok(Error::LimitExceeded(msg))
             }
             other => Ok(invalid(other)),
@@ -74,17 +78,23 @@ impl StoreState {
         let bytes = t.size_in_bytes();
         let limits = &self.ctx.limits;
         if self.ctx.tensor_bytes.saturating_add(bytes) > limits.max_tensor_bytes {
-            let msg = self.ctx.refuse(format!(
-                "this episode created more than {} bytes of tensors; raise it with --max-tensor-bytes",
-                limits.max_tensor_bytes
-            ))?;
+            let msg = self.ctx.refuse(
+                Setting::Limit("max_tensor_bytes"),
+                format!(
+                    "this episode created more than {} bytes of tensors (`max_tensor_bytes`)",
+                    limits.max_tensor_bytes
+                ),
+            )?;
             return Ok(Err(Error::LimitExceeded(msg)));
         }
         if self.ctx.live_tensors >= limits.max_handles {
-            let msg = self.ctx.refuse(format!(
-                "this episode holds {} live tensors, the limit; drop tensors it no longer needs or raise --max-handles",
-                limits.max_handles
-            ))?;
+            let msg = self.ctx.refuse(
+                Setting::Limit("max_handles"),
+                format!(
+                    "this episode holds {} live tensors, the limit (`max_handles`); drop tensors it no longer needs",
+                    limits.max_handles
+                ),
+            )?;
             return Ok(Err(Error::LimitExceeded(msg)));
         }
         // Reserved from the host budget a chunk at a time (the exact amount when a chunk
@@ -98,7 +108,9 @@ impl StoreState {
                 .grow_bulk(host, missing.max(TENSOR_RESERVATION_CHUNK))
             && !self.ctx.memory.grow_bulk(host, missing)
         {
-            let msg = self.ctx.refuse(host.exhausted("a tensor", bytes))?;
+            let msg = self
+                .ctx
+                .refuse(Setting::HostMemory, host.exhausted("a tensor", bytes))?;
             return Ok(Err(Error::LimitExceeded(msg)));
         }
         let handle = self.table.push(t)?;

@@ -15,11 +15,12 @@ use crate::bindings::tokenizer::{self, ChatOptions, SpecialTokenIds};
 use crate::bindings::types::Error;
 use crate::budget::{TOKENIZER_BYTES_PER_INPUT_BYTE, host_memory};
 use crate::host_work::{offload, past_deadline, timed_inline};
+use crate::limits::Setting;
 use crate::state::StoreState;
 
 fn no_tokenizer() -> Error {
     Error::Unsupported(
-        "this rollbox host has no tokenizer loaded; start it with --tokenizer PATH (a .gguf or tokenizer.json) or an engine that carries one".into(),
+        "this host has no tokenizer: give it one (a .gguf, a tokenizer.json or a folder with one), or an engine that carries one".into(),
     )
 }
 
@@ -77,9 +78,12 @@ impl StoreState {
         };
         let max = self.ctx.limits.max_tokenizer_input_bytes;
         if input_bytes > max {
-            let msg = self.ctx.refuse(format!(
-                "tokenizer {what} got {input_bytes} bytes of input; at most {max} per call: raise it with --max-tokenizer-bytes"
-            ))?;
+            let msg = self.ctx.refuse(
+                Setting::Limit("max_tokenizer_bytes"),
+                format!(
+                    "tokenizer {what} got {input_bytes} bytes of input; at most {max} per call (`max_tokenizer_bytes`)"
+                ),
+            )?;
             return Ok(Err(Error::LimitExceeded(msg)));
         }
         if self.ctx.past_deadline() {
@@ -89,9 +93,10 @@ impl StoreState {
         let host = host_memory();
         let work = input_bytes.saturating_mul(TOKENIZER_BYTES_PER_INPUT_BYTE);
         let Some(_working) = host.try_reserve_bulk(work) else {
-            let msg = self
-                .ctx
-                .refuse(host.exhausted(&format!("tokenizer {what}"), work))?;
+            let msg = self.ctx.refuse(
+                Setting::HostMemory,
+                host.exhausted(&format!("tokenizer {what}"), work),
+            )?;
             return Ok(Err(Error::LimitExceeded(msg)));
         };
         let (result, cpu) = if input_bytes <= OFFLOAD_BYTES {

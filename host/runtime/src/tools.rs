@@ -29,7 +29,7 @@ async fn call_one(
     args: String,
 ) -> Result<ToolResult, Error> {
     let Some(reg) = services.tool(&name) else {
-        return Err(unknown("tool", "--tool", &name, &services.tool_names()));
+        return Err(unknown("tool", &name, &services.tool_names()));
     };
     let _slot = in_flight.take().await;
     call_with_retries(&name, &reg, args, services).await

@@ -536,7 +536,7 @@ pub(crate) async fn score_with_retries(
         Err(GuestFault::Timeout { limit_ms }) => {
             tracing::warn!(
                 reward = name,
-                "reward timed out ({limit_ms} ms) on all {} attempts; using 0.0 (raise the timeout with --reward {name}=PATH,timeout=...)",
+                "reward timed out ({limit_ms} ms) on all {} attempts; using 0.0 (the reward's `timeout` option)",
                 tally.attempts
             );
             Ok(ScoreResult {

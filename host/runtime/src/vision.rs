@@ -74,7 +74,7 @@ fn run(
             .filter(|&n| n <= budget)
             .ok_or_else(|| {
                 Error::LimitExceeded(format!(
-                    "image {i}: the pixel values would pass the {budget} tensor bytes this episode has left; raise --max-tensor-bytes or lower max_pixels"
+                    "image {i}: the pixel values would pass the {budget} tensor bytes this episode has left (`max_tensor_bytes`); lower max_pixels or raise that limit"
                 ))
             })?;
         // The decoded image and this image's pixel values, from the host-wide budget.

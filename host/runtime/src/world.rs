@@ -35,12 +35,12 @@ impl WorldKind {
         format!("{WIT_PACKAGE}/{self}@{WIT_VERSION}")
     }
 
-    /// How to load a component of this world from the CLI.
-    pub(crate) fn cli_hint(self) -> &'static str {
+    /// How to load a component of this world.
+    pub(crate) fn load_hint(self) -> &'static str {
         match self {
-            WorldKind::Workflow => "pass it as the workflow",
-            WorldKind::Reward => "load it with --reward NAME=PATH",
-            WorldKind::Tool => "load it with --tool NAME=PATH",
+            WorldKind::Workflow => "load it as the workflow",
+            WorldKind::Reward => "register it as a reward",
+            WorldKind::Tool => "register it as a tool",
         }
     }
 

