@@ -10,11 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
-use sha2::{Digest, Sha256};
-use wasmtime::component::Component;
 
 use crate::bindings;
-use crate::runtime::Runtime;
 use crate::state::StoreState;
 use crate::world::{WIT_PACKAGE, WIT_VERSION, WorldKind};
 
@@ -138,146 +135,11 @@ impl ToolComponent {
     }
 }
 
-impl Runtime {
-    /// Read and compile a component and describe it, whatever world it targets.
-    pub fn inspect(&self, source: impl Into<ComponentSource>) -> anyhow::Result<ComponentInfo> {
-        Ok(self.compile(&source.into())?.0)
-    }
-
-    /// Load a workflow component by path.
-    pub fn load_workflow(
-        &self,
-        source: impl Into<ComponentSource>,
-    ) -> anyhow::Result<WorkflowComponent> {
-        let (info, component) = self.compile(&source.into())?;
-        check_world(&info, WorldKind::Workflow)?;
-        let pre = self
-            .pool_for(info.size_bytes)
-            .workflow_linker
-            .instantiate_pre(&component)
-            .map_err(|e| link_error(&info, e))?;
-        let pre = bindings::workflow::WorkflowPre::new(pre).map_err(|e| link_error(&info, e))?;
-        Ok(WorkflowComponent { info, pre })
-    }
-
-    /// Load a reward component by path.
-    pub fn load_reward(
-        &self,
-        source: impl Into<ComponentSource>,
-    ) -> anyhow::Result<RewardComponent> {
-        let (info, component) = self.compile(&source.into())?;
-        check_world(&info, WorldKind::Reward)?;
-        let pre = self
-            .pool_for(info.size_bytes)
-            .reward_linker
-            .instantiate_pre(&component)
-            .map_err(|e| link_error(&info, e))?;
-        let pre = bindings::reward::RewardPre::new(pre).map_err(|e| link_error(&info, e))?;
-        Ok(RewardComponent { info, pre })
-    }
-
-    /// Load a tool component by path.
-    pub fn load_tool(&self, source: impl Into<ComponentSource>) -> anyhow::Result<ToolComponent> {
-        let (info, component) = self.compile(&source.into())?;
-        check_world(&info, WorldKind::Tool)?;
-        let pre = self
-            .pool_for(info.size_bytes)
-            .tool_linker
-            .instantiate_pre(&component)
-            .map_err(|e| link_error(&info, e))?;
-        Ok(ToolComponent {
-            info,
-            pre,
-            description: Default::default(),
-        })
-    }
-
-    /// Load a reward component and register it under `name` for workflows' `rewards.score`.
-    pub fn register_reward(
-        &self,
-        name: &str,
-        source: impl Into<ComponentSource>,
-        policy: crate::CallPolicy,
-    ) -> anyhow::Result<ComponentInfo> {
-        let source = source.into();
-        let reg = self.registration("reward", name, policy, || self.load_reward(source))?;
-        let info = reg.component.info.clone();
-        self.services.add_reward(name.to_string(), reg);
-        Ok(info)
-    }
-
-    /// Load a tool component and register it under `name` for workflows' `tools.call`.
-    pub fn register_tool(
-        &self,
-        name: &str,
-        source: impl Into<ComponentSource>,
-        policy: crate::CallPolicy,
-    ) -> anyhow::Result<ComponentInfo> {
-        let source = source.into();
-        let reg = self.registration("tool", name, policy, || self.load_tool(source))?;
-        let info = reg.component.info.clone();
-        self.services.add_tool(name.to_string(), reg);
-        Ok(info)
-    }
-
-    /// Check a registration's name and limits, then load its component.
-    fn registration<C>(
-        &self,
-        what: &str,
-        name: &str,
-        policy: crate::CallPolicy,
-        load: impl FnOnce() -> anyhow::Result<C>,
-    ) -> anyhow::Result<crate::Registered<C>> {
-        check_name(what, name)?;
-        policy
-            .limits
-            .validate()
-            .map_err(|e| anyhow::anyhow!("{what} `{name}`: {e}"))?;
-        self.check_enforceable(&policy.limits)
-            .map_err(|e| anyhow::anyhow!("{what} `{name}`: {e}"))?;
-        Ok(crate::Registered {
-            component: load()?,
-            policy,
-            fuel_metering: self.config.fuel,
-        })
-    }
-
-    fn compile(&self, source: &ComponentSource) -> anyhow::Result<(ComponentInfo, Component)> {
-        let path = source.name();
-        let bytes = match source {
-            ComponentSource::File(p) => std::borrow::Cow::Owned(read_component_file(p)?),
-            ComponentSource::Bytes { bytes, .. } => std::borrow::Cow::Borrowed(*bytes),
-        };
-        check_header(path, &bytes)?;
-        let sha256 = hex::encode(Sha256::digest(&bytes));
-        let engine = &self.pool_for(bytes.len() as u64).engine;
-        let component = self
-            .cache
-            .load(engine, &sha256, &bytes)
-            .with_context(|| format!("{} is not a valid WebAssembly component", path.display()))?;
-        let ty = component.component_type();
-        let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
-        let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-        let world = [WorldKind::Workflow, WorldKind::Reward, WorldKind::Tool]
-            .into_iter()
-            .find(|w| exports.iter().any(|e| e == w.export_name()));
-        let info = ComponentInfo {
-            path: path.to_path_buf(),
-            sha256,
-            size_bytes: bytes.len() as u64,
-            world,
-            imports,
-            exports,
-        };
-        Ok((info, component))
-    }
-}
-
 /// Read a component file: a regular file (a symlink to one is followed) of at most
 /// [`MAX_COMPONENT_FILE_BYTES`]. A directory, FIFO, socket or device (`/dev/zero`) is refused
 /// without reading from it: the file is opened non-blocking (a FIFO with no writer would block
 /// the open) and checked on the open descriptor, and the read is bounded even if the file grows.
-fn read_component_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn read_component_file(path: &Path) -> anyhow::Result<Vec<u8>> {
     use std::io::Read as _;
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
@@ -323,7 +185,7 @@ fn read_component_file(path: &Path) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-fn check_name(what: &str, name: &str) -> anyhow::Result<()> {
+pub(crate) fn check_name(what: &str, name: &str) -> anyhow::Result<()> {
     if name.is_empty()
         || name.len() > 128
         || !name
@@ -335,7 +197,7 @@ fn check_name(what: &str, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check_header(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn check_header(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     const MAGIC: &[u8] = b"\0asm";
     if bytes.len() < 8 || &bytes[..4] != MAGIC {
         bail!(
@@ -409,7 +271,7 @@ pub(crate) fn check_world(info: &ComponentInfo, expected: WorldKind) -> anyhow::
     Ok(())
 }
 
-fn link_error(info: &ComponentInfo, e: wasmtime::Error) -> anyhow::Error {
+pub(crate) fn link_error(info: &ComponentInfo, e: wasmtime::Error) -> anyhow::Error {
     anyhow::anyhow!(
         "{} does not match the {WIT_PACKAGE}@{WIT_VERSION} contract: {e:#}; rebuild it against this version of wit/",
         info.path.display()

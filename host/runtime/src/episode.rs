@@ -1,20 +1,16 @@
-//! Running one workflow episode: a fresh instance from the component's `InstancePre`, the
-//! `run-episode` call under the episode's limits, and the result classified as accepted
-//! tensors, rejected, or a typed failure, with the episode's captured output, logs and stats.
+//! One workflow episode's request and report: what goes in, and the outcome (accepted
+//! tensors, rejected, or a typed failure) with the episode's captured output, logs and stats;
+//! and taking a returned output out of the store. `Runtime::run_episode` runs it.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rollbox_tensor::{HostTensor, TensorData};
 use serde::Serialize;
 
-use crate::bindings::episode::{EpisodeInput, EpisodeOutput};
-use crate::budget::{ADMISSION_WAIT, Reservation, host_memory};
-use crate::component::WorkflowComponent;
-use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
-use crate::limits::Limits;
-use crate::runtime::Runtime;
-use crate::sandbox::{fuel_consumed, guarded, new_store};
+use crate::bindings::episode::EpisodeOutput;
+use crate::budget::Reservation;
+use crate::fault::GuestFault;
 use crate::state::{LogLine, RewardRecord};
 
 /// A JSON value held as its compact text and shared: a dataset row or a workflow config is
@@ -219,7 +215,7 @@ pub struct EpisodeSummary<'a> {
 
 impl EpisodeReport {
     /// The report of an episode refused before it ran (nothing captured, nothing spent).
-    fn refused(id: String, fault: GuestFault) -> EpisodeReport {
+    pub(crate) fn refused(id: String, fault: GuestFault) -> EpisodeReport {
         EpisodeReport {
             id,
             outcome: EpisodeOutcome::Failed(fault),
@@ -255,99 +251,8 @@ impl EpisodeReport {
     }
 }
 
-impl Runtime {
-    /// Run one episode of `workflow` in a fresh sandbox. Never fails: every guest failure is
-    /// an [`EpisodeOutcome::Failed`] in the report.
-    pub async fn run_episode(
-        &self,
-        workflow: &WorkflowComponent,
-        request: EpisodeRequest,
-        limits: Arc<Limits>,
-    ) -> EpisodeReport {
-        if let Err(message) = self.check_enforceable(&limits) {
-            return EpisodeReport::refused(request.id, GuestFault::Unenforceable { message });
-        }
-        // While the host is above its memory high-water mark, new episodes wait (bounded) for
-        // the ones in flight to give memory back; then for a pool slot. The episode's deadline
-        // starts with its store.
-        host_memory().below_high_water(ADMISSION_WAIT).await;
-        let _slot = self.episode_slots.take().await;
-        let start = Instant::now();
-        let mut store = new_store(
-            workflow.pre.engine(),
-            self.config.fuel,
-            self.services.clone(),
-            request.id.clone(),
-            limits,
-            request.seed,
-        );
-        store.data_mut().ctx.sample_index = request.sample_index;
-        let input = EpisodeInput {
-            episode_id: request.id.clone(),
-            data: request.data.as_str().to_string(),
-            config: request.config.as_str().to_string(),
-            sample_index: request.sample_index,
-            seed: request.seed,
-        };
-        let pre = workflow.pre.clone();
-        let result = guarded(&mut store, |store| {
-            Box::pin(async move {
-                let bindings = pre.instantiate_async(&mut *store).await?;
-                bindings.call_run_episode(&mut *store, &input).await
-            })
-        })
-        .await;
-        // Host work charged after the guest's last epoch tick is settled now.
-        let result = result.and_then(|r| {
-            match crate::host_work::settle_host_fuel(&mut store, self.config.fuel) {
-                Ok(()) => Ok(r),
-                Err(_) => Err(GuestFault::OutOfFuel {
-                    fuel: store.data().ctx.limits.fuel.unwrap_or(u64::MAX),
-                }),
-            }
-        });
-        let outcome = match result {
-            Err(fault) => EpisodeOutcome::Failed(fault),
-            Ok(Err(message)) => EpisodeOutcome::Failed(GuestFault::GuestError {
-                message: truncate(&message, MAX_FAULT_MESSAGE_BYTES),
-            }),
-            Ok(Ok(None)) => EpisodeOutcome::Rejected,
-            Ok(Ok(Some(output))) => match take_output(&mut store, output) {
-                Ok(t) => EpisodeOutcome::Accepted(t),
-                Err(fault) => EpisodeOutcome::Failed(fault),
-            },
-        };
-        let fuel = fuel_consumed(self.config.fuel, &store);
-        let peak = store.data().limiter.peak_bytes();
-        let state = store.into_data();
-        let ctx = state.ctx;
-        let (stdout, out_dropped) = ctx.stdout.take();
-        let (stderr, err_dropped) = ctx.stderr.take();
-        let report = EpisodeReport {
-            id: request.id,
-            outcome,
-            stdout,
-            stderr,
-            output_dropped_bytes: out_dropped + err_dropped,
-            logs: ctx.logs,
-            stats: ctx.stats,
-            dropped_logs: ctx.dropped_logs,
-            generate_calls: ctx.generate_calls,
-            generated_tokens: ctx.generated_tokens,
-            peak_memory_bytes: peak,
-            fuel_consumed: fuel,
-            wall: start.elapsed(),
-            host_cpu: ctx.host_cpu,
-            reward_calls: ctx.reward_calls,
-        };
-        // Not logged here: the entry point that asked reports a failure once, in its own words
-        // (the rollout controller logs it, `rollbox run` prints it, Python raises it).
-        report
-    }
-}
-
 /// Move the returned tensors out of the store's table and check the dict's shape.
-fn take_output(
+pub(crate) fn take_output(
     store: &mut wasmtime::Store<crate::state::StoreState>,
     output: EpisodeOutput,
 ) -> Result<Trajectory, GuestFault> {

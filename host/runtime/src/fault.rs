@@ -9,7 +9,26 @@ use serde::Serialize;
 use wasmtime::Trap;
 
 use crate::limits::Setting;
-use crate::state::{HostMemoryExhausted, LimitTrap, MemoryLimitExceeded};
+
+/// A soft limit was refused twice: the guest ignored the first refusal.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}; the guest kept going after this limit was reported to it")]
+pub struct LimitTrap(pub String, pub Setting);
+
+/// A linear memory could not grow because the host-wide memory budget is exhausted.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct HostMemoryExhausted(pub String);
+
+/// A guest tried to grow its memory past its `max_memory` limit.
+#[derive(Debug, thiserror::Error)]
+#[error("linear memory limit of {limit} bytes exceeded (the guest asked for {requested} bytes)")]
+pub struct MemoryLimitExceeded {
+    /// The limit, bytes.
+    pub limit: usize,
+    /// The size the guest asked for, bytes.
+    pub requested: usize,
+}
 
 /// Why a guest call failed.
 #[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]

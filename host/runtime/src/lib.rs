@@ -17,6 +17,13 @@
 //! * each episode classified as accepted tensors, rejected, or a typed [`GuestFault`], with its
 //!   captured output, logs and stats. The host never panics on guest behaviour.
 //!
+//! Layout: `runtime.rs` is `Runtime` (every method of it); `host/` holds the host side of each
+//! WIT interface, one module per interface (`engine`, `tokenizer`, `rewards`, `tools`, `tensor`,
+//! `log`, `vision`), as wasmtime-wasi's `p2/host/` does; `sandbox`, `state`, `fault`,
+//! `limits`, `budget` and `host_work` are the sandbox core; `component` loads and checks
+//! components; `untrusted` runs reward and tool calls in their own instances; `services` is
+//! what host calls reach (engine, tokenizer, registered rewards and tools).
+//!
 //! What it does not do: inference (that is `rollbox-engines`, behind
 //! [`rollbox_engines::InferenceBackend`]), tensor math (`rollbox-tensor`), datasets and batching.
 //!
@@ -39,24 +46,18 @@ mod budget;
 mod cache;
 mod canary;
 mod component;
-mod engine;
 mod episode;
 mod fault;
+mod host;
 mod host_work;
 mod limits;
-mod log;
-mod rewards;
 mod runtime;
 mod sandbox;
 mod services;
 mod slots;
 mod state;
-mod tensor;
 mod text;
-mod tokenizer;
-mod tools;
 mod untrusted;
-mod vision;
 mod world;
 
 pub use budget::{
@@ -69,12 +70,14 @@ pub use component::{
     ComponentInfo, ComponentSource, MAX_COMPONENT_FILE_BYTES, RewardComponent, ToolComponent,
     WorkflowComponent,
 };
-pub use engine::MAX_GENERATE_MANY_REQUESTS;
 pub use episode::{
     EpisodeOutcome, EpisodeReport, EpisodeRequest, EpisodeSummary, JsonText, MAX_METADATA_BYTES,
     Trajectory,
 };
 pub use fault::GuestFault;
+pub use host::engine::MAX_GENERATE_MANY_REQUESTS;
+pub use host::tools::MAX_CALL_MANY_CALLS;
+pub use host::vision::MAX_IMAGES_PER_CALL;
 pub use host_work::HOST_FUEL_PER_MS;
 pub use limits::{
     LIMIT_KEYS, LimitKey, LimitUnit, LimitValue, Limits, MAX_MEMORY_BYTES_CAP, Setting,
@@ -86,12 +89,10 @@ pub use runtime::{
 pub use services::{Services, reward_reserve, tool_calls_per_episode};
 pub use state::{LogLine, MAX_TABLE_ELEMENTS, RewardRecord};
 pub use text::escape_control;
-pub use tools::MAX_CALL_MANY_CALLS;
 pub use untrusted::{
     CallPolicy, CallReport, DEFERRED_TEARDOWN_BYTES, MAX_REAP_BACKLOG, MAX_TOOL_DESCRIPTION_BYTES,
     Registered, RewardCall,
 };
-pub use vision::MAX_IMAGES_PER_CALL;
 pub use world::{WIT_PACKAGE, WIT_VERSION, WorldKind};
 
 impl bindings::types::Host for state::StoreState {}

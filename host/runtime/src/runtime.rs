@@ -9,12 +9,30 @@ use anyhow::Context as _;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use std::time::Instant;
+
+use sha2::{Digest as _, Sha256};
+use wasmtime::component::Component;
+
 use crate::bindings;
+use crate::bindings::episode::EpisodeInput;
+use crate::bindings::types::RewardInput;
+use crate::budget::{ADMISSION_WAIT, host_memory};
 use crate::cache::ComponentCache;
 use crate::canary::CanaryReport;
+use crate::component::{
+    ComponentInfo, ComponentSource, RewardComponent, ToolComponent, WorkflowComponent,
+    check_header, check_name, check_world, link_error, read_component_file,
+};
+use crate::episode::{EpisodeOutcome, EpisodeReport, EpisodeRequest, take_output};
+use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
+use crate::limits::Limits;
 use crate::limits::MAX_MEMORY_BYTES_CAP;
+use crate::sandbox::{fuel_consumed, guarded, new_store};
 use crate::services::Services;
 use crate::state::StoreState;
+use crate::untrusted::{CallReport, RewardCall, describe_once, score_once, tool_once};
+use crate::world::WorldKind;
 
 /// Epoch tick: how often running guests are checked against their deadline (a guest is stopped
 /// at most one tick after it); a guest yields to the async executor every five ticks of
@@ -247,6 +265,282 @@ impl Runtime {
     /// The wasmtime engine.
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    // Components: compile, check, load and register.
+
+    /// Read and compile a component and describe it, whatever world it targets.
+    pub fn inspect(&self, source: impl Into<ComponentSource>) -> anyhow::Result<ComponentInfo> {
+        Ok(self.compile(&source.into())?.0)
+    }
+
+    /// Load a workflow component by path.
+    pub fn load_workflow(
+        &self,
+        source: impl Into<ComponentSource>,
+    ) -> anyhow::Result<WorkflowComponent> {
+        let (info, component) = self.compile(&source.into())?;
+        check_world(&info, WorldKind::Workflow)?;
+        let pre = self
+            .pool_for(info.size_bytes)
+            .workflow_linker
+            .instantiate_pre(&component)
+            .map_err(|e| link_error(&info, e))?;
+        let pre = bindings::workflow::WorkflowPre::new(pre).map_err(|e| link_error(&info, e))?;
+        Ok(WorkflowComponent { info, pre })
+    }
+
+    /// Load a reward component by path.
+    pub fn load_reward(
+        &self,
+        source: impl Into<ComponentSource>,
+    ) -> anyhow::Result<RewardComponent> {
+        let (info, component) = self.compile(&source.into())?;
+        check_world(&info, WorldKind::Reward)?;
+        let pre = self
+            .pool_for(info.size_bytes)
+            .reward_linker
+            .instantiate_pre(&component)
+            .map_err(|e| link_error(&info, e))?;
+        let pre = bindings::reward::RewardPre::new(pre).map_err(|e| link_error(&info, e))?;
+        Ok(RewardComponent { info, pre })
+    }
+
+    /// Load a tool component by path.
+    pub fn load_tool(&self, source: impl Into<ComponentSource>) -> anyhow::Result<ToolComponent> {
+        let (info, component) = self.compile(&source.into())?;
+        check_world(&info, WorldKind::Tool)?;
+        let pre = self
+            .pool_for(info.size_bytes)
+            .tool_linker
+            .instantiate_pre(&component)
+            .map_err(|e| link_error(&info, e))?;
+        Ok(ToolComponent {
+            info,
+            pre,
+            description: Default::default(),
+        })
+    }
+
+    /// Load a reward component and register it under `name` for workflows' `rewards.score`.
+    pub fn register_reward(
+        &self,
+        name: &str,
+        source: impl Into<ComponentSource>,
+        policy: crate::CallPolicy,
+    ) -> anyhow::Result<ComponentInfo> {
+        let source = source.into();
+        let reg = self.registration("reward", name, policy, || self.load_reward(source))?;
+        let info = reg.component.info.clone();
+        self.services.add_reward(name.to_string(), reg);
+        Ok(info)
+    }
+
+    /// Load a tool component and register it under `name` for workflows' `tools.call`.
+    pub fn register_tool(
+        &self,
+        name: &str,
+        source: impl Into<ComponentSource>,
+        policy: crate::CallPolicy,
+    ) -> anyhow::Result<ComponentInfo> {
+        let source = source.into();
+        let reg = self.registration("tool", name, policy, || self.load_tool(source))?;
+        let info = reg.component.info.clone();
+        self.services.add_tool(name.to_string(), reg);
+        Ok(info)
+    }
+
+    /// Check a registration's name and limits, then load its component.
+    fn registration<C>(
+        &self,
+        what: &str,
+        name: &str,
+        policy: crate::CallPolicy,
+        load: impl FnOnce() -> anyhow::Result<C>,
+    ) -> anyhow::Result<crate::Registered<C>> {
+        check_name(what, name)?;
+        policy
+            .limits
+            .validate()
+            .map_err(|e| anyhow::anyhow!("{what} `{name}`: {e}"))?;
+        self.check_enforceable(&policy.limits)
+            .map_err(|e| anyhow::anyhow!("{what} `{name}`: {e}"))?;
+        Ok(crate::Registered {
+            component: load()?,
+            policy,
+            fuel_metering: self.config.fuel,
+        })
+    }
+
+    fn compile(&self, source: &ComponentSource) -> anyhow::Result<(ComponentInfo, Component)> {
+        let path = source.name();
+        let bytes = match source {
+            ComponentSource::File(p) => std::borrow::Cow::Owned(read_component_file(p)?),
+            ComponentSource::Bytes { bytes, .. } => std::borrow::Cow::Borrowed(*bytes),
+        };
+        check_header(path, &bytes)?;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let engine = &self.pool_for(bytes.len() as u64).engine;
+        let component = self
+            .cache
+            .load(engine, &sha256, &bytes)
+            .with_context(|| format!("{} is not a valid WebAssembly component", path.display()))?;
+        let ty = component.component_type();
+        let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+        let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+        let world = [WorldKind::Workflow, WorldKind::Reward, WorldKind::Tool]
+            .into_iter()
+            .find(|w| exports.iter().any(|e| e == w.export_name()));
+        let info = ComponentInfo {
+            path: path.to_path_buf(),
+            sha256,
+            size_bytes: bytes.len() as u64,
+            world,
+            imports,
+            exports,
+        };
+        Ok((info, component))
+    }
+
+    // Episodes.
+
+    /// Run one episode of `workflow` in a fresh sandbox. Never fails: every guest failure is
+    /// an [`EpisodeOutcome::Failed`] in the report.
+    pub async fn run_episode(
+        &self,
+        workflow: &WorkflowComponent,
+        request: EpisodeRequest,
+        limits: Arc<Limits>,
+    ) -> EpisodeReport {
+        if let Err(message) = self.check_enforceable(&limits) {
+            return EpisodeReport::refused(request.id, GuestFault::Unenforceable { message });
+        }
+        // While the host is above its memory high-water mark, new episodes wait (bounded) for
+        // the ones in flight to give memory back; then for a pool slot. The episode's deadline
+        // starts with its store.
+        host_memory().below_high_water(ADMISSION_WAIT).await;
+        let _slot = self.episode_slots.take().await;
+        let start = Instant::now();
+        let mut store = new_store(
+            workflow.pre.engine(),
+            self.config.fuel,
+            self.services.clone(),
+            request.id.clone(),
+            limits,
+            request.seed,
+        );
+        store.data_mut().ctx.sample_index = request.sample_index;
+        let input = EpisodeInput {
+            episode_id: request.id.clone(),
+            data: request.data.as_str().to_string(),
+            config: request.config.as_str().to_string(),
+            sample_index: request.sample_index,
+            seed: request.seed,
+        };
+        let pre = workflow.pre.clone();
+        let result = guarded(&mut store, |store| {
+            Box::pin(async move {
+                let bindings = pre.instantiate_async(&mut *store).await?;
+                bindings.call_run_episode(&mut *store, &input).await
+            })
+        })
+        .await;
+        // Host work charged after the guest's last epoch tick is settled now.
+        let result = result.and_then(|r| {
+            match crate::host_work::settle_host_fuel(&mut store, self.config.fuel) {
+                Ok(()) => Ok(r),
+                Err(_) => Err(GuestFault::OutOfFuel {
+                    fuel: store.data().ctx.limits.fuel.unwrap_or(u64::MAX),
+                }),
+            }
+        });
+        let outcome = match result {
+            Err(fault) => EpisodeOutcome::Failed(fault),
+            Ok(Err(message)) => EpisodeOutcome::Failed(GuestFault::GuestError {
+                message: truncate(&message, MAX_FAULT_MESSAGE_BYTES),
+            }),
+            Ok(Ok(None)) => EpisodeOutcome::Rejected,
+            Ok(Ok(Some(output))) => match take_output(&mut store, output) {
+                Ok(t) => EpisodeOutcome::Accepted(t),
+                Err(fault) => EpisodeOutcome::Failed(fault),
+            },
+        };
+        let fuel = fuel_consumed(self.config.fuel, &store);
+        let peak = store.data().limiter.peak_bytes();
+        let state = store.into_data();
+        let ctx = state.ctx;
+        let (stdout, out_dropped) = ctx.stdout.take();
+        let (stderr, err_dropped) = ctx.stderr.take();
+        let report = EpisodeReport {
+            id: request.id,
+            outcome,
+            stdout,
+            stderr,
+            output_dropped_bytes: out_dropped + err_dropped,
+            logs: ctx.logs,
+            stats: ctx.stats,
+            dropped_logs: ctx.dropped_logs,
+            generate_calls: ctx.generate_calls,
+            generated_tokens: ctx.generated_tokens,
+            peak_memory_bytes: peak,
+            fuel_consumed: fuel,
+            wall: start.elapsed(),
+            host_cpu: ctx.host_cpu,
+            reward_calls: ctx.reward_calls,
+        };
+        // Not logged here: the entry point that asked reports a failure once, in its own words
+        // (the rollout controller logs it, `rollbox run` prints it, Python raises it).
+        report
+    }
+
+    // Reward and tool calls, one at a time in a fresh sandbox.
+
+    /// Score once with `reward` in a fresh sandbox. A NaN or infinite score is an
+    /// `InvalidOutput` fault.
+    pub async fn call_reward(
+        &self,
+        reward: &RewardComponent,
+        call: RewardCall,
+        limits: Arc<Limits>,
+    ) -> CallReport<f64> {
+        if let Err(message) = self.check_enforceable(&limits) {
+            return CallReport::refused(GuestFault::Unenforceable { message });
+        }
+        let input = RewardInput {
+            prompt: call.prompt,
+            completion: call.completion,
+            prompt_ids: call.prompt_ids,
+            completion_ids: call.completion_ids,
+            data: call.data.to_string(),
+        };
+        score_once(self.config.fuel, reward, input, limits).await
+    }
+
+    /// Call `tool` once in a fresh sandbox.
+    pub async fn call_tool(
+        &self,
+        tool: &ToolComponent,
+        name: String,
+        args: String,
+        limits: Arc<Limits>,
+    ) -> CallReport<String> {
+        if let Err(message) = self.check_enforceable(&limits) {
+            return CallReport::refused(GuestFault::Unenforceable { message });
+        }
+        tool_once(self.config.fuel, tool, name, args, limits).await
+    }
+
+    /// Call `tool`'s `describe` once in a fresh sandbox (a component built before WIT 0.1.1
+    /// has none: an `Instantiate` fault naming the missing export).
+    pub async fn describe_tool(
+        &self,
+        tool: &ToolComponent,
+        limits: Arc<Limits>,
+    ) -> CallReport<String> {
+        if let Err(message) = self.check_enforceable(&limits) {
+            return CallReport::refused(GuestFault::Unenforceable { message });
+        }
+        describe_once(self.config.fuel, tool, limits).await
     }
 }
 

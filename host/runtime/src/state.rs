@@ -13,6 +13,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::budget::{LINEAR_MEMORY_ALLOWANCE, Reservation, host_memory};
+use crate::fault::{HostMemoryExhausted, LimitTrap, MemoryLimitExceeded};
 use crate::limits::{Limits, Setting};
 use crate::services::Services;
 
@@ -147,11 +148,6 @@ pub struct RewardRecord {
     pub error: Option<String>,
 }
 
-/// A soft limit was refused twice: the guest ignored the first refusal.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}; the guest kept going after this limit was reported to it")]
-pub struct LimitTrap(pub String, pub Setting);
-
 impl EpisodeCtx {
     /// Record a soft-limit refusal of `setting`. Returns the guest-visible message, or a trap
     /// if the guest already ignored one refusal.
@@ -184,21 +180,6 @@ pub struct MemoryLimiter {
     /// The store's linear memories together, bytes.
     total_bytes: usize,
     reserved: Reservation,
-}
-
-/// A linear memory could not grow because the host-wide memory budget is exhausted.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct HostMemoryExhausted(pub String);
-
-/// A guest tried to grow its memory past its `max_memory` limit.
-#[derive(Debug, thiserror::Error)]
-#[error("linear memory limit of {limit} bytes exceeded (the guest asked for {requested} bytes)")]
-pub struct MemoryLimitExceeded {
-    /// The limit, bytes.
-    pub limit: usize,
-    /// The size the guest asked for, bytes.
-    pub requested: usize,
 }
 
 impl MemoryLimiter {

@@ -14,7 +14,6 @@ use crate::bindings::types::{Accounting, Error, RewardInput};
 use crate::component::{RewardComponent, ToolComponent};
 use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
 use crate::limits::Limits;
-use crate::runtime::Runtime;
 use crate::sandbox::{GuestFuture, fuel_consumed, guarded, new_store};
 use crate::services::Services;
 use crate::state::StoreState;
@@ -100,57 +99,7 @@ impl<C> Registered<C> {
     }
 }
 
-impl Runtime {
-    /// Score once with `reward` in a fresh sandbox. A NaN or infinite score is an
-    /// `InvalidOutput` fault.
-    pub async fn call_reward(
-        &self,
-        reward: &RewardComponent,
-        call: RewardCall,
-        limits: Arc<Limits>,
-    ) -> CallReport<f64> {
-        if let Err(message) = self.check_enforceable(&limits) {
-            return CallReport::refused(GuestFault::Unenforceable { message });
-        }
-        let input = RewardInput {
-            prompt: call.prompt,
-            completion: call.completion,
-            prompt_ids: call.prompt_ids,
-            completion_ids: call.completion_ids,
-            data: call.data.to_string(),
-        };
-        score_once(self.config.fuel, reward, input, limits).await
-    }
-
-    /// Call `tool` once in a fresh sandbox.
-    pub async fn call_tool(
-        &self,
-        tool: &ToolComponent,
-        name: String,
-        args: String,
-        limits: Arc<Limits>,
-    ) -> CallReport<String> {
-        if let Err(message) = self.check_enforceable(&limits) {
-            return CallReport::refused(GuestFault::Unenforceable { message });
-        }
-        tool_once(self.config.fuel, tool, name, args, limits).await
-    }
-
-    /// Call `tool`'s `describe` once in a fresh sandbox (a component built before WIT 0.1.1
-    /// has none: an `Instantiate` fault naming the missing export).
-    pub async fn describe_tool(
-        &self,
-        tool: &ToolComponent,
-        limits: Arc<Limits>,
-    ) -> CallReport<String> {
-        if let Err(message) = self.check_enforceable(&limits) {
-            return CallReport::refused(GuestFault::Unenforceable { message });
-        }
-        describe_once(self.config.fuel, tool, limits).await
-    }
-}
-
-async fn score_once(
+pub(crate) async fn score_once(
     fuel: bool,
     reward: &RewardComponent,
     input: RewardInput,
@@ -176,7 +125,7 @@ async fn score_once(
     })
 }
 
-async fn tool_once(
+pub(crate) async fn tool_once(
     fuel: bool,
     tool: &ToolComponent,
     name: String,
@@ -198,7 +147,7 @@ async fn tool_once(
 }
 
 /// Call a tool's `describe` once in a fresh sandbox under `limits`.
-async fn describe_once(
+pub(crate) async fn describe_once(
     fuel: bool,
     tool: &ToolComponent,
     limits: Arc<Limits>,
@@ -384,7 +333,7 @@ fn reap(store: wasmtime::Store<StoreState>) {
 
 impl<T> CallReport<T> {
     /// A call refused before it ran.
-    fn refused(fault: GuestFault) -> CallReport<T> {
+    pub(crate) fn refused(fault: GuestFault) -> CallReport<T> {
         CallReport {
             result: Err(fault),
             wall: Duration::ZERO,

@@ -7,13 +7,14 @@
 //! [`CheckedParquet`], which hands it only bytes checked here first:
 //!
 //! * the footer, read once, walked (Thrift compact, bounded depth) and served from memory: at
-//!   most [`MAX_PARQUET_FOOTER_BYTES`], [`MAX_PARQUET_COLUMNS`] schema elements nested at most
-//!   [`MAX_PARQUET_DEPTH`] deep, child counts within the schema, [`MAX_PARQUET_ROW_GROUPS`] row
-//!   groups, column chunks inside the file and not overlapping;
+//!   most [`MAX_PARQUET_FOOTER_BYTES`], [`MAX_PARQUET_COLUMNS`][cols] schema elements nested
+//!   at most [`MAX_PARQUET_DEPTH`][depth] deep, child counts within the schema,
+//!   [`MAX_PARQUET_ROW_GROUPS`][groups] row groups, column chunks inside the file and not
+//!   overlapping;
 //! * each page, read once when the crate asks for it: its header parsed here, its sizes at most
-//!   [`MAX_PARQUET_PAGE_BYTES`], compressed and inflated, inside its column chunk, and a gzip or
-//!   LZ4-frame page inflated (without keeping the output) to check it stops within its declared
-//!   size before the crate inflates the same bytes.
+//!   [`MAX_PARQUET_PAGE_BYTES`][page], compressed and inflated, inside its column chunk, and a
+//!   gzip or LZ4-frame page inflated (without keeping the output) to check it stops within its
+//!   declared size before the crate inflates the same bytes.
 //!
 //! * the pages one row needs: a record can span pages, and the crate builds a whole row before
 //!   rollbox sees it, so the pages inflated since the last row was handed out are at most
@@ -21,6 +22,11 @@
 //!
 //! The crate gets exactly the bytes that were checked (served from memory, not read again),
 //! so a file changed while it is read cannot slip past the checks.
+//!
+//! [cols]: super::parquet_meta::MAX_PARQUET_COLUMNS
+//! [depth]: super::parquet_meta::MAX_PARQUET_DEPTH
+//! [groups]: super::parquet_meta::MAX_PARQUET_ROW_GROUPS
+//! [page]: super::parquet_meta::MAX_PARQUET_PAGE_BYTES
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -39,14 +45,6 @@ use super::parquet_meta::{
 
 /// The largest footer (file metadata) read.
 pub const MAX_PARQUET_FOOTER_BYTES: usize = 16 << 20;
-/// The most schema elements (columns and groups).
-pub const MAX_PARQUET_COLUMNS: usize = 10_000;
-/// The deepest schema nesting.
-pub const MAX_PARQUET_DEPTH: usize = 64;
-/// The most row groups.
-pub const MAX_PARQUET_ROW_GROUPS: usize = 1 << 16;
-/// The largest page, compressed or inflated.
-pub const MAX_PARQUET_PAGE_BYTES: usize = 64 << 20;
 /// The most inflated page bytes read for one row (see the module's documentation).
 pub const MAX_PARQUET_PAGES_PER_ROW_BYTES: u64 = 1 << 30;
 

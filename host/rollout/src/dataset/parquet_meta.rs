@@ -3,9 +3,14 @@
 //! compact reader of its own whose every count is checked against the bytes left and whose
 //! nesting is bounded. What [`super::parquet::CheckedParquet`] checks a file with.
 
-use super::parquet::{
-    MAX_PARQUET_COLUMNS, MAX_PARQUET_DEPTH, MAX_PARQUET_PAGE_BYTES, MAX_PARQUET_ROW_GROUPS,
-};
+/// The most schema elements (columns and groups).
+pub const MAX_PARQUET_COLUMNS: usize = 10_000;
+/// The deepest schema nesting.
+pub const MAX_PARQUET_DEPTH: usize = 64;
+/// The most row groups.
+pub const MAX_PARQUET_ROW_GROUPS: usize = 1 << 16;
+/// The largest page, compressed or inflated.
+pub const MAX_PARQUET_PAGE_BYTES: usize = 64 << 20;
 
 /// The largest page header.
 pub(super) const MAX_PAGE_HEADER_BYTES: usize = 1 << 20;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::bindings::tools::{self, ToolCall, ToolResult};
 use crate::bindings::types::Error;
-use crate::rewards::unknown;
+use crate::host::rewards::unknown;
 use crate::services::{Services, tool_calls_per_episode};
 use crate::slots::Slots;
 use crate::state::StoreState;
@@ -67,7 +67,7 @@ impl crate::Runtime {
     pub async fn tool_schemas(&self) -> Result<serde_json::Value, String> {
         schemas(&self.services)
             .await
-            .map_err(|e| crate::rewards::describe(&e))
+            .map_err(|e| crate::host::rewards::describe(&e))
     }
 }
 
