@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 
 use crate::bindings;
-use crate::state::StoreState;
+use crate::state::{CallCtx, StoreState};
 use crate::world::{WIT_PACKAGE, WIT_VERSION, WorldKind};
 
 /// Size of a component file accepted for loading. Guards compile time and memory against
@@ -84,25 +84,11 @@ pub struct ComponentInfo {
     pub exports: Vec<String>,
 }
 
-/// A compiled, type-checked workflow component, ready to instantiate per episode.
-#[derive(Clone)]
-pub struct WorkflowComponent {
-    pub(crate) info: ComponentInfo,
-    pub(crate) pre: bindings::workflow::WorkflowPre<StoreState>,
-}
-
-impl WorkflowComponent {
-    /// Where it came from, its hash, imports and exports.
-    pub fn info(&self) -> &ComponentInfo {
-        &self.info
-    }
-}
-
 /// A compiled, type-checked reward component.
 #[derive(Clone)]
 pub struct RewardComponent {
     pub(crate) info: ComponentInfo,
-    pub(crate) pre: bindings::reward::RewardPre<StoreState>,
+    pub(crate) pre: bindings::reward::RewardPre<StoreState<CallCtx>>,
 }
 
 impl RewardComponent {
@@ -118,7 +104,7 @@ impl RewardComponent {
 #[derive(Clone)]
 pub struct ToolComponent {
     pub(crate) info: ComponentInfo,
-    pub(crate) pre: wasmtime::component::InstancePre<StoreState>,
+    pub(crate) pre: wasmtime::component::InstancePre<StoreState<CallCtx>>,
     /// The description `describe` returned, once it answered (the first `schemas` call).
     pub(crate) description: std::sync::Arc<tokio::sync::OnceCell<String>>,
 }

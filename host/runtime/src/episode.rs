@@ -8,10 +8,125 @@ use std::time::Duration;
 use rollbox_tensor::{HostTensor, TensorData};
 use serde::Serialize;
 
+use crate::bindings;
 use crate::bindings::episode::EpisodeOutput;
 use crate::budget::Reservation;
+use crate::component::ComponentInfo;
 use crate::fault::GuestFault;
-use crate::state::{LogLine, RewardRecord};
+use crate::limits::Limits;
+use crate::services::Services;
+use crate::state::{CallCtx, LogLine, Sandboxed, StoreState};
+
+/// The episode side of the store: counters checked by the host calls, and what the guest
+/// logged. Read back after the call into an `EpisodeReport`.
+pub struct EpisodeCtx {
+    /// What every guest call has (limits, output, logs, deadline); reached through `Deref`.
+    pub(crate) call: CallCtx,
+    pub(crate) services: Arc<Services>,
+    pub(crate) generate_calls: u32,
+    pub(crate) generated_tokens: u64,
+    pub(crate) tensor_bytes: usize,
+    pub(crate) live_tensors: usize,
+    pub(crate) rid_counter: u64,
+    pub(crate) reward_calls: Vec<RewardRecord>,
+    /// The episode's sample index (stamped on its generate requests' origin).
+    pub(crate) sample_index: u32,
+    /// Generate requests made so far per prompt (by hash), for each request's origin.
+    pub(crate) prompt_repeats: std::collections::HashMap<u64, u32>,
+    /// The episode's tool calls in flight ([`crate::services::tool_calls_per_episode`]),
+    /// made on its first tool call.
+    pub(crate) tool_calls: Option<Arc<crate::slots::Slots>>,
+    /// The host tensors' share of the host-wide memory budget (as cumulative as
+    /// `tensor_bytes`, taken in `TENSOR_RESERVATION_CHUNK`s); an accepted episode's trajectory
+    /// takes it over.
+    pub(crate) memory: Reservation,
+}
+
+impl std::ops::Deref for EpisodeCtx {
+    type Target = CallCtx;
+    fn deref(&self) -> &CallCtx {
+        &self.call
+    }
+}
+
+impl std::ops::DerefMut for EpisodeCtx {
+    fn deref_mut(&mut self) -> &mut CallCtx {
+        &mut self.call
+    }
+}
+
+impl Sandboxed for EpisodeCtx {
+    fn call(&self) -> &CallCtx {
+        &self.call
+    }
+    fn call_mut(&mut self) -> &mut CallCtx {
+        &mut self.call
+    }
+}
+
+/// An episode's store state.
+pub type EpisodeState = StoreState<EpisodeCtx>;
+
+impl StoreState<EpisodeCtx> {
+    /// An episode's store state: [`StoreState::with`] and the episode's counters, with
+    /// `services` for its host calls.
+    pub(crate) fn episode(
+        id: String,
+        limits: Arc<Limits>,
+        services: Arc<Services>,
+        seed: u64,
+    ) -> Self {
+        StoreState::with(id, limits, seed, |call| EpisodeCtx {
+            call,
+            services,
+            generate_calls: 0,
+            generated_tokens: 0,
+            tensor_bytes: 0,
+            live_tensors: 0,
+            rid_counter: 0,
+            reward_calls: Vec::new(),
+            sample_index: 0,
+            prompt_repeats: std::collections::HashMap::new(),
+            tool_calls: None,
+            memory: Reservation::default(),
+        })
+    }
+}
+
+/// One reward call made by the episode, with its accounting.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RewardRecord {
+    /// The reward's registered name.
+    pub name: String,
+    /// The score, when there is one.
+    pub value: Option<f64>,
+    /// True when the value is the 0.0 timeout fallback.
+    pub timed_out: bool,
+    /// Wall time over all attempts, µs.
+    pub wall_us: u64,
+    /// Fuel over all attempts, when metered.
+    pub fuel: Option<u64>,
+    /// Largest linear memory of any attempt, bytes.
+    pub peak_memory_bytes: u64,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The error returned to the workflow, if any.
+    pub error: Option<String>,
+}
+
+/// A compiled, type-checked workflow component, ready to instantiate per episode.
+#[derive(Clone)]
+pub struct WorkflowComponent {
+    pub(crate) info: ComponentInfo,
+    pub(crate) pre: bindings::workflow::WorkflowPre<EpisodeState>,
+}
+
+impl WorkflowComponent {
+    /// Where it came from, its hash, imports and exports.
+    pub fn info(&self) -> &ComponentInfo {
+        &self.info
+    }
+}
 
 /// A JSON value held as its compact text and shared: a dataset row or a workflow config is
 /// serialized once, and every episode given it gets the same text (the guest receives JSON
@@ -253,7 +368,7 @@ impl EpisodeReport {
 
 /// Move the returned tensors out of the store's table and check the dict's shape.
 pub(crate) fn take_output(
-    store: &mut wasmtime::Store<crate::state::StoreState>,
+    store: &mut wasmtime::Store<EpisodeState>,
     output: EpisodeOutput,
 ) -> Result<Trajectory, GuestFault> {
     let table = &mut store.data_mut().table;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use wasmtime::{AsContextMut, Trap};
 
 use crate::bindings::types::Error;
-use crate::state::{EpisodeCtx, StoreState};
+use crate::state::{CallCtx, Sandboxed, StoreState};
 
 /// Fuel charged per millisecond of host CPU spent on a guest's behalf (one unit per
 /// nanosecond): about what the guest would burn in that time itself, since a unit of fuel is
@@ -70,7 +70,7 @@ pub(crate) fn past_deadline(what: &str) -> Error {
     ))
 }
 
-impl EpisodeCtx {
+impl CallCtx {
     /// Charge `cpu` of host work to this episode (and its fuel, when metered).
     pub(crate) fn charge_host(&mut self, cpu: Duration) {
         self.host_cpu += cpu;
@@ -87,12 +87,12 @@ impl EpisodeCtx {
 
 /// Take the host work charged since the last settlement from the store's fuel (when metered);
 /// `Trap::OutOfFuel` when it passes what is left (the fuel is then empty).
-pub(crate) fn settle_host_fuel(
-    mut store: impl AsContextMut<Data = StoreState>,
+pub(crate) fn settle_host_fuel<C: Sandboxed>(
+    mut store: impl AsContextMut<Data = StoreState<C>>,
     fuel_metering: bool,
 ) -> Result<(), Trap> {
     let mut cx = store.as_context_mut();
-    let debt = std::mem::take(&mut cx.data_mut().ctx.host_fuel_debt);
+    let debt = std::mem::take(&mut cx.data_mut().ctx.call_mut().host_fuel_debt);
     if !fuel_metering || debt == 0 {
         return Ok(());
     }

@@ -17,12 +17,17 @@
 //! * each episode classified as accepted tensors, rejected, or a typed [`GuestFault`], with its
 //!   captured output, logs and stats. The host never panics on guest behaviour.
 //!
-//! Layout: `runtime.rs` is `Runtime` (every method of it); `host/` holds the host side of each
-//! WIT interface, one module per interface (`engine`, `tokenizer`, `rewards`, `tools`, `tensor`,
-//! `log`, `vision`), as wasmtime-wasi's `p2/host/` does; `sandbox`, `state`, `fault`,
-//! `limits`, `budget` and `host_work` are the sandbox core; `component` loads and checks
-//! components; `untrusted` runs reward and tool calls in their own instances; `services` is
-//! what host calls reach (engine, tokenizer, registered rewards and tools).
+//! Layout (no module imports another that imports it back): `runtime.rs` is `Runtime` (every
+//! method of it); `host/` holds the host side of each WIT interface, one module per interface
+//! (`engine`, `tokenizer`, `rewards`, `tools`, `tensor`, `log`, `vision`), as wasmtime-wasi's
+//! `p2/host/` does; `sandbox`, `state`, `fault`, `limits`, `budget` and `host_work` are the
+//! sandbox core. A store's state is `StoreState<C>`: a reward's or tool call's holds only its
+//! `CallCtx` (limits, captured output, logs, deadline: their worlds import only `log`), an
+//! episode's holds an `EpisodeCtx` (`episode.rs`, with `WorkflowComponent` and the request
+//! and report) that embeds one. `component` loads and checks components; `registry` is what a
+//! registered reward or tool is; `services` is what host calls reach (engine, tokenizer, the
+//! registered rewards and tools); `untrusted` runs reward and tool calls in their own
+//! instances.
 //!
 //! What it does not do: inference (that is `rollbox-engines`, behind
 //! [`rollbox_engines::InferenceBackend`]), tensor math (`rollbox-tensor`), datasets and batching.
@@ -51,6 +56,7 @@ mod fault;
 mod host;
 mod host_work;
 mod limits;
+mod registry;
 mod runtime;
 mod sandbox;
 mod services;
@@ -68,11 +74,10 @@ pub use budget::{
 pub use canary::CanaryReport;
 pub use component::{
     ComponentInfo, ComponentSource, MAX_COMPONENT_FILE_BYTES, RewardComponent, ToolComponent,
-    WorkflowComponent,
 };
 pub use episode::{
     EpisodeOutcome, EpisodeReport, EpisodeRequest, EpisodeSummary, JsonText, MAX_METADATA_BYTES,
-    Trajectory,
+    RewardRecord, Trajectory, WorkflowComponent,
 };
 pub use fault::GuestFault;
 pub use host::engine::MAX_GENERATE_MANY_REQUESTS;
@@ -83,17 +88,17 @@ pub use limits::{
     LIMIT_KEYS, LimitKey, LimitUnit, LimitValue, Limits, MAX_MEMORY_BYTES_CAP, Setting,
     parse_duration, parse_size, show_size,
 };
+pub use registry::{CallPolicy, Registered};
 pub use runtime::{
     DEFAULT_KEEP_RESIDENT_BYTES, EPOCH_TICK, Runtime, RuntimeConfig, default_cache_dir,
 };
 pub use services::{Services, reward_reserve, tool_calls_per_episode};
-pub use state::{LogLine, MAX_TABLE_ELEMENTS, RewardRecord};
+pub use state::{LogLine, MAX_TABLE_ELEMENTS};
 pub use text::escape_control;
 pub use untrusted::{
-    CallPolicy, CallReport, DEFERRED_TEARDOWN_BYTES, MAX_REAP_BACKLOG, MAX_TOOL_DESCRIPTION_BYTES,
-    Registered, RewardCall,
+    CallReport, DEFERRED_TEARDOWN_BYTES, MAX_REAP_BACKLOG, MAX_TOOL_DESCRIPTION_BYTES, RewardCall,
 };
 pub use world::{WIT_PACKAGE, WIT_VERSION, WorldKind};
 
-impl bindings::types::Host for state::StoreState {}
-impl bindings::episode::Host for state::StoreState {}
+impl<C: Send> bindings::types::Host for state::StoreState<C> {}
+impl bindings::episode::Host for episode::EpisodeState {}

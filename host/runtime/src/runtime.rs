@@ -21,16 +21,18 @@ use crate::budget::{ADMISSION_WAIT, host_memory};
 use crate::cache::ComponentCache;
 use crate::canary::CanaryReport;
 use crate::component::{
-    ComponentInfo, ComponentSource, RewardComponent, ToolComponent, WorkflowComponent,
-    check_header, check_name, check_world, link_error, read_component_file,
+    ComponentInfo, ComponentSource, RewardComponent, ToolComponent, check_header, check_name,
+    check_world, link_error, read_component_file,
 };
-use crate::episode::{EpisodeOutcome, EpisodeReport, EpisodeRequest, take_output};
+use crate::episode::{
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, EpisodeState, WorkflowComponent, take_output,
+};
 use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
 use crate::limits::Limits;
 use crate::limits::MAX_MEMORY_BYTES_CAP;
 use crate::sandbox::{fuel_consumed, guarded, new_store};
 use crate::services::Services;
-use crate::state::StoreState;
+use crate::state::{CallCtx, StoreState};
 use crate::untrusted::{CallReport, RewardCall, describe_once, score_once, tool_once};
 use crate::world::WorldKind;
 
@@ -100,9 +102,9 @@ pub fn default_cache_dir() -> Option<PathBuf> {
 /// One wasmtime engine (with its instance pool) and its linkers, one per world.
 pub(crate) struct Pool {
     pub(crate) engine: Engine,
-    pub(crate) workflow_linker: Linker<StoreState>,
-    pub(crate) reward_linker: Linker<StoreState>,
-    pub(crate) tool_linker: Linker<StoreState>,
+    pub(crate) workflow_linker: Linker<EpisodeState>,
+    pub(crate) reward_linker: Linker<StoreState<CallCtx>>,
+    pub(crate) tool_linker: Linker<StoreState<CallCtx>>,
 }
 
 impl Pool {
@@ -424,10 +426,12 @@ impl Runtime {
         let mut store = new_store(
             workflow.pre.engine(),
             self.config.fuel,
-            self.services.clone(),
-            request.id.clone(),
-            limits,
-            request.seed,
+            StoreState::episode(
+                request.id.clone(),
+                limits,
+                self.services.clone(),
+                request.seed,
+            ),
         );
         store.data_mut().ctx.sample_index = request.sample_index;
         let input = EpisodeInput {
@@ -469,23 +473,24 @@ impl Runtime {
         let peak = store.data().limiter.peak_bytes();
         let state = store.into_data();
         let ctx = state.ctx;
-        let (stdout, out_dropped) = ctx.stdout.take();
-        let (stderr, err_dropped) = ctx.stderr.take();
+        let call = ctx.call;
+        let (stdout, out_dropped) = call.stdout.take();
+        let (stderr, err_dropped) = call.stderr.take();
         let report = EpisodeReport {
             id: request.id,
             outcome,
             stdout,
             stderr,
             output_dropped_bytes: out_dropped + err_dropped,
-            logs: ctx.logs,
-            stats: ctx.stats,
-            dropped_logs: ctx.dropped_logs,
+            logs: call.logs,
+            stats: call.stats,
+            dropped_logs: call.dropped_logs,
             generate_calls: ctx.generate_calls,
             generated_tokens: ctx.generated_tokens,
             peak_memory_bytes: peak,
             fuel_consumed: fuel,
             wall: start.elapsed(),
-            host_cpu: ctx.host_cpu,
+            host_cpu: call.host_cpu,
             reward_calls: ctx.reward_calls,
         };
         // Not logged here: the entry point that asked reports a failure once, in its own words
@@ -706,7 +711,7 @@ fn start_epoch_ticker(engine: &Engine) {
     }
 }
 
-fn workflow_linker(engine: &Engine) -> anyhow::Result<Linker<StoreState>> {
+fn workflow_linker(engine: &Engine) -> anyhow::Result<Linker<EpisodeState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
         .map_err(anyhow::Error::from)
@@ -721,8 +726,8 @@ fn workflow_linker(engine: &Engine) -> anyhow::Result<Linker<StoreState>> {
 /// components from ordinary toolchains load; the WASI context grants nothing).
 fn untrusted_linker(
     engine: &Engine,
-    add: impl FnOnce(&mut Linker<StoreState>) -> wasmtime::Result<()>,
-) -> anyhow::Result<Linker<StoreState>> {
+    add: impl FnOnce(&mut Linker<StoreState<CallCtx>>) -> wasmtime::Result<()>,
+) -> anyhow::Result<Linker<StoreState<CallCtx>>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
         .map_err(anyhow::Error::from)

@@ -3,15 +3,12 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::fault::{FaultContext, GuestFault, classify};
-use crate::limits::Limits;
-use crate::services::Services;
-use crate::state::StoreState;
+use crate::state::{Sandboxed, StoreState};
 
 /// Extra wall time allowed beyond the deadline for the outer timeout, which only fires when
 /// the guest is blocked in a host call (epoch interruption cannot reach it there).
@@ -34,15 +31,12 @@ pub(crate) type GuestFuture<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Resul
 /// A store with `limits` applied: memory limiter, hostcall fuel, handle cap, fuel, and an
 /// epoch callback that checks the deadline every tick, interrupts past it, charges host work
 /// to the fuel, and yields after [`YIELD_TICKS`] ticks of running.
-pub(crate) fn new_store(
+pub(crate) fn new_store<C: Sandboxed>(
     engine: &wasmtime::Engine,
     fuel_metering: bool,
-    services: Arc<Services>,
-    id: String,
-    limits: Arc<Limits>,
-    seed: u64,
-) -> Store<StoreState> {
-    let state = StoreState::new(id, limits.clone(), services, seed);
+    state: StoreState<C>,
+) -> Store<StoreState<C>> {
+    let limits = state.ctx.call().limits.clone();
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_hostcall_fuel(limits.max_boundary_bytes);
@@ -52,7 +46,7 @@ pub(crate) fn new_store(
         let _ = store.set_fuel(limits.fuel.unwrap_or(u64::MAX));
     }
     // The deadline the store's state was made with (host calls check the same one).
-    let deadline = store.data().ctx.deadline;
+    let deadline = store.data().ctx.call().deadline;
     store.set_epoch_deadline(1);
     let mut ticks_running = 0;
     store.epoch_deadline_callback(move |mut cx| {
@@ -72,11 +66,11 @@ pub(crate) fn new_store(
 }
 
 /// Run `call` on `store` under its deadline; classify any failure.
-pub(crate) async fn guarded<R>(
-    store: &mut Store<StoreState>,
-    call: impl for<'a> FnOnce(&'a mut Store<StoreState>) -> GuestFuture<'a, R>,
+pub(crate) async fn guarded<R, C: Sandboxed>(
+    store: &mut Store<StoreState<C>>,
+    call: impl for<'a> FnOnce(&'a mut Store<StoreState<C>>) -> GuestFuture<'a, R>,
 ) -> Result<R, GuestFault> {
-    let limits = store.data().ctx.limits.clone();
+    let limits = store.data().ctx.call().limits.clone();
     let outcome = {
         let fut = call(store);
         tokio::time::timeout(limits.timeout + OUTER_TIMEOUT_GRACE, fut).await
@@ -87,7 +81,7 @@ pub(crate) async fn guarded<R>(
         }),
         Ok(Ok(r)) => Ok(r),
         Ok(Err(e)) => {
-            let ctx = &store.data().ctx;
+            let ctx = store.data().ctx.call();
             let (stderr, _) = ctx.stderr.take();
             let cx = FaultContext {
                 timeout: limits.timeout,
@@ -102,10 +96,13 @@ pub(crate) async fn guarded<R>(
 }
 
 /// Fuel consumed by the store, when fuel metering is on.
-pub(crate) fn fuel_consumed(fuel_metering: bool, store: &Store<StoreState>) -> Option<u64> {
+pub(crate) fn fuel_consumed<C: Sandboxed>(
+    fuel_metering: bool,
+    store: &Store<StoreState<C>>,
+) -> Option<u64> {
     if !fuel_metering {
         return None;
     }
-    let start = store.data().ctx.limits.fuel.unwrap_or(u64::MAX);
+    let start = store.data().ctx.call().limits.fuel.unwrap_or(u64::MAX);
     store.get_fuel().ok().map(|left| start.saturating_sub(left))
 }

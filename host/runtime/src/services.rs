@@ -10,8 +10,8 @@ use rollbox_engines::InferenceBackend;
 use rollbox_tokenizer::HostTokenizer;
 
 use crate::component::{RewardComponent, ToolComponent};
+use crate::registry::Registered;
 use crate::slots::{Slot, Slots};
-use crate::untrusted::Registered;
 
 /// Shared host services. Every episode's store points here.
 pub struct Services {

@@ -1,5 +1,6 @@
-//! Per-store state: the WASI context (empty), the resource table, the memory limiter, captured
-//! stdio and the episode's counters, logs and stats.
+//! Per-store state: the WASI context (empty), the resource table, the memory limiter, and the
+//! call's state ([`CallCtx`]: limits, captured stdio, logs and stats, deadline), which an
+//! episode's state extends (`episode::EpisodeCtx`).
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,17 +16,18 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use crate::budget::{LINEAR_MEMORY_ALLOWANCE, Reservation, host_memory};
 use crate::fault::{HostMemoryExhausted, LimitTrap, MemoryLimitExceeded};
 use crate::limits::{Limits, Setting};
-use crate::services::Services;
 
-/// Everything a store holds for one episode or one reward/tool call.
-pub struct StoreState {
+/// Everything a store holds: the WASI context (empty), the resource table, the memory limiter
+/// and `ctx`, the call's own state: an episode's (`episode::EpisodeCtx`) or a reward's or tool
+/// call's ([`CallCtx`], nothing more: their worlds import only `log`).
+pub struct StoreState<C> {
     pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
-    pub(crate) ctx: EpisodeCtx,
+    pub(crate) ctx: C,
 }
 
-impl WasiView for StoreState {
+impl<C: Send> WasiView for StoreState<C> {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
             ctx: &mut self.wasi,
@@ -34,12 +36,35 @@ impl WasiView for StoreState {
     }
 }
 
-impl StoreState {
+/// A store's call state: the [`CallCtx`] every guest call has, and (for an episode) more.
+pub(crate) trait Sandboxed: Send + 'static {
+    /// The call's limits, output, logs and deadline.
+    fn call(&self) -> &CallCtx;
+    /// The same, mutably.
+    fn call_mut(&mut self) -> &mut CallCtx;
+}
+
+impl Sandboxed for CallCtx {
+    fn call(&self) -> &CallCtx {
+        self
+    }
+    fn call_mut(&mut self) -> &mut CallCtx {
+        self
+    }
+}
+
+impl<C: Sandboxed> StoreState<C> {
     /// A state with a deny-everything WASI context: no preopens, no env, no args, no network,
     /// closed stdin, captured and bounded stdout/stderr, and random numbers from a generator
-    /// seeded with `seed` (so a re-run of the same episode sees the same numbers; nothing in
-    /// the sandbox needs unpredictable ones). Clocks are the host's.
-    pub(crate) fn new(id: String, limits: Arc<Limits>, services: Arc<Services>, seed: u64) -> Self {
+    /// seeded with `seed` (so a re-run of the same call sees the same numbers; nothing in the
+    /// sandbox needs unpredictable ones). Clocks are the host's. `ctx` makes the call's state
+    /// around its [`CallCtx`].
+    pub(crate) fn with(
+        id: String,
+        limits: Arc<Limits>,
+        seed: u64,
+        ctx: impl FnOnce(CallCtx) -> C,
+    ) -> Self {
         use rand10::SeedableRng as _;
         let stdout = CapturedOutput::new(limits.max_stdout_bytes);
         let stderr = CapturedOutput::new(limits.max_stderr_bytes);
@@ -60,95 +85,46 @@ impl StoreState {
             wasi: wasi.build(),
             table,
             limiter: MemoryLimiter::new(limits.max_memory_bytes),
-            ctx: EpisodeCtx {
+            ctx: ctx(CallCtx {
                 id,
                 limits,
-                services,
                 stdout,
                 stderr,
-                generate_calls: 0,
-                generated_tokens: 0,
-                tensor_bytes: 0,
-                live_tensors: 0,
                 refused: None,
                 logs: Vec::new(),
                 stats: Vec::new(),
                 dropped_logs: 0,
-                rid_counter: 0,
-                reward_calls: Vec::new(),
-                sample_index: 0,
-                prompt_repeats: std::collections::HashMap::new(),
-                tool_calls: None,
                 deadline,
                 host_cpu: std::time::Duration::ZERO,
                 host_fuel_debt: 0,
-                memory: Reservation::default(),
-            },
+            }),
         }
     }
 }
 
-/// The episode side of the store: counters checked by the host calls, and what the guest
-/// logged. Read back after the call into an `EpisodeReport`.
-pub struct EpisodeCtx {
+/// What every guest call's store holds beyond WASI: its id and limits, captured output, the
+/// first soft limit refused, what it logged, its deadline and the host work done for it. A
+/// reward's or tool call's store holds this alone; an episode's embeds it.
+pub struct CallCtx {
     pub(crate) id: String,
     pub(crate) limits: Arc<Limits>,
-    pub(crate) services: Arc<Services>,
     pub(crate) stdout: CapturedOutput,
     pub(crate) stderr: CapturedOutput,
-    pub(crate) generate_calls: u32,
-    pub(crate) generated_tokens: u64,
-    pub(crate) tensor_bytes: usize,
-    pub(crate) live_tensors: usize,
     /// The first soft limit refused to the guest, and the setting it names; a later refusal
     /// traps.
     pub(crate) refused: Option<(String, Setting)>,
     pub(crate) logs: Vec<LogLine>,
     pub(crate) stats: Vec<(String, f64)>,
     pub(crate) dropped_logs: u64,
-    pub(crate) rid_counter: u64,
-    pub(crate) reward_calls: Vec<RewardRecord>,
-    /// The episode's sample index (stamped on its generate requests' origin).
-    pub(crate) sample_index: u32,
-    /// Generate requests made so far per prompt (by hash), for each request's origin.
-    pub(crate) prompt_repeats: std::collections::HashMap<u64, u32>,
-    /// The episode's tool calls in flight ([`crate::services::tool_calls_per_episode`]),
-    /// made on its first tool call.
-    pub(crate) tool_calls: Option<Arc<crate::slots::Slots>>,
-    /// When the episode's wall-clock limit ends (host work is not started past it).
+    /// When the call's wall-clock limit ends (host work is not started past it).
     pub(crate) deadline: std::time::Instant,
-    /// CPU time of host work done for the episode (`host_work`).
+    /// CPU time of host work done for the call (`host_work`).
     pub(crate) host_cpu: std::time::Duration,
     /// Fuel charged for host work and not yet taken from the store.
     pub(crate) host_fuel_debt: u64,
-    /// The host tensors' share of the host-wide memory budget (as cumulative as
-    /// `tensor_bytes`, taken in `TENSOR_RESERVATION_CHUNK`s); an accepted episode's trajectory
-    /// takes it over.
-    pub(crate) memory: Reservation,
 }
 
-/// One reward call made by the episode, with its accounting.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct RewardRecord {
-    /// The reward's registered name.
-    pub name: String,
-    /// The score, when there is one.
-    pub value: Option<f64>,
-    /// True when the value is the 0.0 timeout fallback.
-    pub timed_out: bool,
-    /// Wall time over all attempts, µs.
-    pub wall_us: u64,
-    /// Fuel over all attempts, when metered.
-    pub fuel: Option<u64>,
-    /// Largest linear memory of any attempt, bytes.
-    pub peak_memory_bytes: u64,
-    /// Attempts made.
-    pub attempts: u32,
-    /// The error returned to the workflow, if any.
-    pub error: Option<String>,
-}
-
-impl EpisodeCtx {
+impl CallCtx {
     /// Record a soft-limit refusal of `setting`. Returns the guest-visible message, or a trap
     /// if the guest already ignored one refusal.
     pub(crate) fn refuse(&mut self, setting: Setting, message: String) -> wasmtime::Result<String> {

@@ -14,9 +14,10 @@ use crate::bindings::types::{Accounting, Error, RewardInput};
 use crate::component::{RewardComponent, ToolComponent};
 use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
 use crate::limits::Limits;
+use crate::registry::Registered;
 use crate::sandbox::{GuestFuture, fuel_consumed, guarded, new_store};
 use crate::services::Services;
-use crate::state::StoreState;
+use crate::state::{CallCtx, StoreState};
 use crate::text::escape_control;
 
 /// What one attempt of a reward or tool call produced and cost.
@@ -47,56 +48,6 @@ pub struct RewardCall {
     pub completion_ids: Vec<u32>,
     /// The dataset row.
     pub data: serde_json::Value,
-}
-
-/// How a registered reward or tool is called: its limits and how often a failed attempt is
-/// retried. Defaults follow AReaL's `AsyncRewardWrapper`: 15 s, 3 retries, 256 MiB.
-#[derive(Debug, Clone)]
-pub struct CallPolicy {
-    /// Limits of each attempt (`Limits::untrusted_call()` by default).
-    pub limits: Arc<Limits>,
-    /// Attempts after the first one. Default 3.
-    pub retries: u32,
-}
-
-impl CallPolicy {
-    /// The default for tools: [`Limits::untrusted_tool`] (5 s, 128 MiB) and no retries (a
-    /// tool's failure is an observation for the agent; running model-written code again after
-    /// a timeout would only time out again).
-    pub fn tool() -> Self {
-        CallPolicy {
-            limits: Arc::new(Limits::untrusted_tool()),
-            retries: 0,
-        }
-    }
-}
-
-impl Default for CallPolicy {
-    fn default() -> Self {
-        CallPolicy {
-            limits: Arc::new(Limits::untrusted_call()),
-            retries: 3,
-        }
-    }
-}
-
-/// A reward or tool component registered under a name, with what it takes to run it.
-pub struct Registered<C> {
-    pub(crate) component: C,
-    pub(crate) policy: CallPolicy,
-    pub(crate) fuel_metering: bool,
-}
-
-impl<C> Registered<C> {
-    /// The component.
-    pub fn component(&self) -> &C {
-        &self.component
-    }
-
-    /// Its call policy.
-    pub fn policy(&self) -> &CallPolicy {
-        &self.policy
-    }
 }
 
 pub(crate) async fn score_once(
@@ -253,19 +204,22 @@ async fn attempt<T>(
     fuel: bool,
     id: String,
     limits: Arc<Limits>,
-    call: impl for<'a> FnOnce(&'a mut wasmtime::Store<StoreState>) -> GuestFuture<'a, Result<T, String>>,
+    call: impl for<'a> FnOnce(
+        &'a mut wasmtime::Store<StoreState<CallCtx>>,
+    ) -> GuestFuture<'a, Result<T, String>>,
 ) -> CallReport<T> {
     let start = Instant::now();
-    // Reward and tool stores get no services: their world imports nothing that uses them.
-    static NO_SERVICES: std::sync::OnceLock<Arc<Services>> = std::sync::OnceLock::new();
-    let services = NO_SERVICES
-        .get_or_init(|| Arc::new(Services::new()))
-        .clone();
     // The call's random numbers are seeded by its id (FNV-1a), so a re-run sees the same ones.
     let seed = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     });
-    let mut store = new_store(engine, fuel, services, id, limits, seed);
+    // A reward's or tool call's store holds its call state alone: their worlds import only
+    // `log`, so nothing of the episode's (engine, tensors, services) is there to reach.
+    let mut store = new_store(
+        engine,
+        fuel,
+        StoreState::with(id, limits, seed, |call| call),
+    );
     let result = match guarded(&mut store, call).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(message)) => Err(GuestFault::GuestError {
@@ -299,14 +253,14 @@ pub const MAX_REAP_BACKLOG: usize = 8;
 /// result is already known, so the caller need not wait. One reaper thread does it in order;
 /// when it is [`MAX_REAP_BACKLOG`] stores behind (or cannot start), the caller drops the store
 /// itself, so the backlog, and the pool slots and memory it holds, stays bounded.
-fn reap(store: wasmtime::Store<StoreState>) {
+fn reap(store: wasmtime::Store<StoreState<CallCtx>>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
-    type Reaper = SyncSender<wasmtime::Store<StoreState>>;
+    type Reaper = SyncSender<wasmtime::Store<StoreState<CallCtx>>>;
     static REAPER: std::sync::OnceLock<Option<Reaper>> = std::sync::OnceLock::new();
     static BACKLOG: AtomicUsize = AtomicUsize::new(0);
     let reaper = REAPER.get_or_init(|| {
-        let (tx, rx) = sync_channel::<wasmtime::Store<StoreState>>(MAX_REAP_BACKLOG);
+        let (tx, rx) = sync_channel::<wasmtime::Store<StoreState<CallCtx>>>(MAX_REAP_BACKLOG);
         std::thread::Builder::new()
             .name("rollbox-reaper".into())
             .spawn(move || {

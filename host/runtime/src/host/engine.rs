@@ -25,8 +25,9 @@ use crate::bindings::engine;
 use crate::bindings::types::{
     Error, GenConfig, ModelRequest, ModelResponse, StopReason as WitStop,
 };
+use crate::episode::EpisodeCtx;
+use crate::episode::EpisodeState;
 use crate::limits::Setting;
-use crate::state::{EpisodeCtx, StoreState};
 
 /// Requests in one `generate-many` call. Guards the host against a huge fan-out in one call;
 /// the per-episode `max_generate_calls` still applies.
@@ -43,11 +44,11 @@ impl EpisodeCtx {
     /// Apply policy to one request: limits, clamping, stop ids, rid.
     fn prepare(&mut self, req: ModelRequest) -> wasmtime::Result<Result<Prepared, Error>> {
         if self.generate_calls >= self.limits.max_generate_calls {
+            let max = self.limits.max_generate_calls;
             let msg = self.refuse(
                 Setting::Limit("max_generate_calls"),
                 format!(
-                    "this episode reached its limit of {} generate calls (`max_generate_calls`)",
-                    self.limits.max_generate_calls
+                    "this episode reached its limit of {max} generate calls (`max_generate_calls`)"
                 ),
             )?;
             return Ok(Err(Error::LimitExceeded(msg)));
@@ -82,12 +83,10 @@ impl EpisodeCtx {
             .max_generated_tokens
             .saturating_sub(self.generated_tokens);
         if budget == 0 {
+            let max = self.limits.max_generated_tokens;
             let msg = self.refuse(
                 Setting::Limit("max_episode_tokens"),
-                format!(
-                    "this episode generated its limit of {} tokens (`max_episode_tokens`)",
-                    self.limits.max_generated_tokens
-                ),
+                format!("this episode generated its limit of {max} tokens (`max_episode_tokens`)"),
             )?;
             return Ok(Err(Error::LimitExceeded(msg)));
         }
@@ -212,7 +211,7 @@ async fn execute(p: Prepared) -> Result<ModelResponse, Error> {
     })
 }
 
-impl engine::Host for StoreState {
+impl engine::Host for EpisodeState {
     async fn generate(
         &mut self,
         request: ModelRequest,

@@ -5,26 +5,27 @@
 
 use crate::bindings::log::{self, Level};
 use crate::fault::truncate;
-use crate::state::{LogLine, StoreState};
+use crate::state::{CallCtx, LogLine, Sandboxed, StoreState};
 use crate::text::escape_control;
 
-impl StoreState {
+impl CallCtx {
     fn log_room(&mut self) -> bool {
-        let used = self.ctx.logs.len() + self.ctx.stats.len();
-        if used >= self.ctx.limits.max_log_lines {
-            self.ctx.dropped_logs += 1;
+        let used = self.logs.len() + self.stats.len();
+        if used >= self.limits.max_log_lines {
+            self.dropped_logs += 1;
             return false;
         }
         true
     }
 }
 
-impl log::Host for StoreState {
+impl<C: Sandboxed> log::Host for StoreState<C> {
     async fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
-        if !self.log_room() {
+        let cx = self.ctx.call_mut();
+        if !cx.log_room() {
             return Ok(());
         }
-        let message = truncate(&message, self.ctx.limits.max_log_line_bytes);
+        let message = truncate(&message, cx.limits.max_log_line_bytes);
         let level = match level {
             Level::Trace => "trace",
             Level::Debug => "debug",
@@ -33,21 +34,22 @@ impl log::Host for StoreState {
             Level::Error => "error",
         };
         tracing::debug!(
-            episode = %escape_control(&self.ctx.id),
+            episode = %escape_control(&cx.id),
             level,
             "guest: {}",
             escape_control(&message)
         );
-        self.ctx.logs.push(LogLine { level, message });
+        cx.logs.push(LogLine { level, message });
         Ok(())
     }
 
     async fn stat(&mut self, key: String, value: f64) -> wasmtime::Result<()> {
-        if !self.log_room() {
+        let cx = self.ctx.call_mut();
+        if !cx.log_room() {
             return Ok(());
         }
-        let key = truncate(&key, self.ctx.limits.max_log_line_bytes);
-        self.ctx.stats.push((key, value));
+        let key = truncate(&key, cx.limits.max_log_line_bytes);
+        cx.stats.push((key, value));
         Ok(())
     }
 }

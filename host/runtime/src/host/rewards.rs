@@ -8,8 +8,9 @@
 
 use crate::bindings::rewards::{self, ScoreResult};
 use crate::bindings::types::{Error, RewardInput};
+use crate::episode::EpisodeState;
+use crate::episode::RewardRecord;
 use crate::fault::truncate;
-use crate::state::{RewardRecord, StoreState};
 use crate::untrusted::score_with_retries;
 
 /// `kind: message` for an error value, as recorded in reports.
@@ -40,7 +41,7 @@ pub(crate) fn unknown(what: &str, name: &str, names: &[String]) -> Error {
     ))
 }
 
-impl rewards::Host for StoreState {
+impl rewards::Host for EpisodeState {
     async fn score(
         &mut self,
         name: String,

@@ -13,8 +13,8 @@ use wasmtime::component::Resource;
 use crate::bindings::tensor::{self, Dtype, TensorData};
 use crate::bindings::types::Error;
 use crate::budget::{TENSOR_RESERVATION_CHUNK, host_memory};
+use crate::episode::EpisodeState;
 use crate::limits::Setting;
-use crate::state::StoreState;
 
 fn from_wit(data: TensorData) -> Data {
     match data {
@@ -42,7 +42,7 @@ fn invalid(e: TensorError) -> Error {
     Error::InvalidArgument(e.to_string())
 }
 
-impl StoreState {
+impl EpisodeState {
     /// Tensor bytes this episode may still create.
     pub(crate) fn tensor_budget(&self) -> usize {
         self.ctx
@@ -57,11 +57,11 @@ impl StoreState {
     fn tensor_error(&mut self, e: TensorError) -> wasmtime::Result<Error> {
         match e {
             TensorError::TooLarge { .. } => {
+                let max = self.ctx.limits.max_tensor_bytes;
                 let msg = self.ctx.refuse(
                     Setting::Limit("max_tensor_bytes"),
                     format!(
-                        "{e}: this episode may create {} bytes of tensors in all (`max_tensor_bytes`)",
-                        self.ctx.limits.max_tensor_bytes
+                        "{e}: this episode may create {max} bytes of tensors in all (`max_tensor_bytes`)"
                     ),
                 )?;
                 Ok(Error::LimitExceeded(msg))
@@ -76,7 +76,7 @@ impl StoreState {
         t: HostTensor,
     ) -> wasmtime::Result<Result<Resource<HostTensor>, Error>> {
         let bytes = t.size_in_bytes();
-        let limits = &self.ctx.limits;
+        let limits = self.ctx.limits.clone();
         if self.ctx.tensor_bytes.saturating_add(bytes) > limits.max_tensor_bytes {
             let msg = self.ctx.refuse(
                 Setting::Limit("max_tensor_bytes"),
@@ -120,7 +120,7 @@ impl StoreState {
     }
 }
 
-impl tensor::HostTensor for StoreState {
+impl tensor::HostTensor for EpisodeState {
     async fn create(
         &mut self,
         data: TensorData,
@@ -173,7 +173,7 @@ impl tensor::HostTensor for StoreState {
     }
 }
 
-impl tensor::Host for StoreState {
+impl tensor::Host for EpisodeState {
     async fn concat(
         &mut self,
         tensors: Vec<Resource<HostTensor>>,

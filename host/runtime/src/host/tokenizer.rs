@@ -14,9 +14,9 @@ use serde_json::Value;
 use crate::bindings::tokenizer::{self, ChatOptions, SpecialTokenIds};
 use crate::bindings::types::Error;
 use crate::budget::{TOKENIZER_BYTES_PER_INPUT_BYTE, host_memory};
+use crate::episode::EpisodeState;
 use crate::host_work::{offload, past_deadline, timed_inline};
 use crate::limits::Setting;
-use crate::state::StoreState;
 
 fn no_tokenizer() -> Error {
     Error::Unsupported(
@@ -62,7 +62,7 @@ fn options(o: &ChatOptions) -> Result<HostChatOptions, Error> {
 /// episode's deadline holds around it (the outer timeout of `sandbox::guarded`).
 const OFFLOAD_BYTES: usize = 64 << 10;
 
-impl StoreState {
+impl EpisodeState {
     /// Run `f` with the tokenizer for an input of `input_bytes`: refused past the episode's
     /// `max_tokenizer_input_bytes` (a soft limit) or its deadline; inline for small inputs, on
     /// the blocking pool past [`OFFLOAD_BYTES`]; its CPU time charged to the episode
@@ -109,7 +109,7 @@ impl StoreState {
     }
 }
 
-impl tokenizer::Host for StoreState {
+impl tokenizer::Host for EpisodeState {
     async fn encode(
         &mut self,
         text: String,

@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use crate::bindings::tools::{self, ToolCall, ToolResult};
 use crate::bindings::types::Error;
+use crate::episode::EpisodeState;
 use crate::host::rewards::unknown;
 use crate::services::{Services, tool_calls_per_episode};
 use crate::slots::Slots;
-use crate::state::StoreState;
 use crate::untrusted::{call_with_retries, tool_schema};
 
 /// Calls one `call-many` accepts. More are refused with `limit-exceeded` (every result).
@@ -35,7 +35,7 @@ async fn call_one(
     call_with_retries(&name, &reg, args, services).await
 }
 
-impl StoreState {
+impl EpisodeState {
     /// The episode's tool-call slots (made on first use).
     fn tool_calls(&mut self) -> Arc<Slots> {
         let services = &self.ctx.services;
@@ -71,7 +71,7 @@ impl crate::Runtime {
     }
 }
 
-impl tools::Host for StoreState {
+impl tools::Host for EpisodeState {
     async fn call(
         &mut self,
         name: String,

@@ -12,8 +12,8 @@ use std::time::Instant;
 use crate::bindings::types::Error;
 use crate::bindings::vision::{self, ImageOptions, ProcessedImages};
 use crate::budget::{Reservation, host_memory};
+use crate::episode::EpisodeState;
 use crate::host_work::{offload, past_deadline};
-use crate::state::StoreState;
 
 /// Images one call accepts.
 pub const MAX_IMAGES_PER_CALL: usize = 64;
@@ -102,7 +102,7 @@ fn run(
     Ok((pv, row_len, grids, tokens))
 }
 
-impl vision::Host for StoreState {
+impl vision::Host for EpisodeState {
     async fn process_images(
         &mut self,
         images: Vec<Vec<u8>>,
