@@ -70,9 +70,17 @@ pub unsafe fn init() {
                 .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
-        // Colours only on a terminal: a log file or pipe gets plain lines.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(colour_logs(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            std::env::var_os("NO_COLOR"),
+        ))
         .init();
+}
+
+/// Whether log lines are coloured: only on a terminal (a log file or pipe gets plain lines),
+/// and not when `NO_COLOR` is set to anything but the empty string (no-color.org).
+fn colour_logs(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// A multi-threaded tokio runtime with I/O and timers.
@@ -82,4 +90,18 @@ pub fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("starting the async runtime")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colour_logs;
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+        assert!(colour_logs(true, None));
+        assert!(colour_logs(true, Some("".into())));
+        assert!(!colour_logs(true, Some("1".into())));
+        assert!(!colour_logs(false, None));
+        assert!(!colour_logs(false, Some("".into())));
+    }
 }
