@@ -60,3 +60,7 @@ host_packages=("maturin==1.16.0" "numpy==2.3.5" "pytest==8.4.2" "ray==2.60.0")
 ROLLBOX_HOST_VENV="${ROLLBOX_HOST_VENV:-$HOME/.cache/rollbox/venv-host-$(rollbox_venv_key "${host_packages[@]}")}"
 rollbox_pinned_venv "$ROLLBOX_HOST_VENV" "${host_packages[@]}"
 export ROLLBOX_HOST_VENV
+
+# Every guest component must be built here: tests/build.rs skips one whose toolchain is absent
+# (so `cargo build` works with only rustup), and this turns such a skip into a build failure.
+export ROLLBOX_REQUIRE_GUESTS=1

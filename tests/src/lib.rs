@@ -6,6 +6,20 @@ pub mod components {
     include!(concat!(env!("OUT_DIR"), "/components.rs"));
 }
 
+/// Whether the guest at `path` (a [`components`] constant) was built. `build.rs` skips a guest
+/// whose toolchain is absent (componentize-py, componentize-js, the C toolchain; never under
+/// `scripts/test.sh`, which sets `ROLLBOX_REQUIRE_GUESTS`); a test that needs one then says
+/// so on stderr and returns early: `if !built(c::PYTHON_REWARD) { return; }`.
+pub fn built(path: &str) -> bool {
+    match components::SKIPPED.iter().find(|(p, _)| *p == path) {
+        None => true,
+        Some((_, why)) => {
+            eprintln!("skipped: {path} was not built: {why}");
+            false
+        }
+    }
+}
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

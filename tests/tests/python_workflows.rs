@@ -83,6 +83,9 @@ const RLVR_KEYS: &[&str] = &[
 /// prompt/completion metadata; rows as GSM8K ships them (question + answer_key) as well.
 #[tokio::test]
 async fn python_rlvr_gives_the_rust_rlvr_tensors_on_areal_keys() {
+    if !rollbox_tests::built(c::PYTHON_RLVR) {
+        return;
+    }
     let tok = tokenizer();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/rlvr/areal_layout.json");
     let fixture: Value =
@@ -150,6 +153,9 @@ async fn python_rlvr_gives_the_rust_rlvr_tensors_on_areal_keys() {
 /// Rust one does (same tokens, masks, logprobs, versions, reward, stats).
 #[tokio::test]
 async fn python_multi_turn_gives_the_rust_multi_turn_tensors() {
+    if !rollbox_tests::built(c::PYTHON_MULTI_TURN) {
+        return;
+    }
     let tok = tokenizer();
     let options = ChatOptions {
         add_generation_prompt: true,
@@ -215,6 +221,9 @@ fn probe_runtime(backend: FakeBackend) -> (Runtime, Arc<FakeBackend>) {
 /// `generate-many`), and `rollbox.merge` pads them into one batch with `rollout_reward`.
 #[tokio::test]
 async fn asyncio_gather_generates_concurrently() {
+    if !rollbox_tests::built(c::PYTHON_PROBE) {
+        return;
+    }
     let (rt, backend) = probe_runtime(fixed_backend(Duration::from_millis(50)));
     let r = run(&rt, c::PYTHON_PROBE, json!({}), json!({"mode": "gather"})).await;
     let t = accepted(&r);
@@ -262,6 +271,9 @@ async fn asyncio_gather_generates_concurrently() {
 /// completes is an error, not a hang.
 #[tokio::test]
 async fn python_errors_are_reported_with_python_names() {
+    if !rollbox_tests::built(c::PYTHON_PROBE) {
+        return;
+    }
     let (rt, _) = probe_runtime(fixed_backend(Duration::ZERO));
     let r = run(&rt, c::PYTHON_PROBE, json!({}), json!({"mode": "reject"})).await;
     assert_eq!(r.outcome.kind(), "rejected");
@@ -327,6 +339,9 @@ async fn python_errors_are_reported_with_python_names() {
 /// the clock is the host's.
 #[tokio::test]
 async fn python_randomness_follows_the_episode_seed() {
+    if !rollbox_tests::built(c::PYTHON_PROBE) {
+        return;
+    }
     let (rt, _) = probe_runtime(fixed_backend(Duration::ZERO));
     let w = rt
         .load_workflow(Path::new(c::PYTHON_PROBE))

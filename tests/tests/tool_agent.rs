@@ -359,16 +359,25 @@ async fn tool_schemas() -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn hermes_on_the_smollm2_template() {
+    if !rollbox_tests::built(c::PYTHON_EXEC_TOOL) {
+        return;
+    }
     hermes_episode(false, "hermes-smollm2.jsonl").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn hermes_on_a_qwen25_style_tool_template() {
+    if !rollbox_tests::built(c::PYTHON_EXEC_TOOL) {
+        return;
+    }
     hermes_episode(true, "hermes-qwen25-style.jsonl").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn stop_markers_run_the_block_and_append_its_output_inline() {
+    if !rollbox_tests::built(c::PYTHON_EXEC_TOOL) {
+        return;
+    }
     let tok = tokenizer(false);
     let script: &[(&str, StopReason)] = &[
         ("Let me compute it.\n```python", StopReason::Stop),
@@ -407,6 +416,9 @@ async fn stop_markers_run_the_block_and_append_its_output_inline() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_cut_by_length_ends_the_episode_truncated() {
+    if !rollbox_tests::built(c::PYTHON_EXEC_TOOL) {
+        return;
+    }
     let tok = tokenizer(false);
     let script: &[(&str, StopReason)] = &[(
         "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expr",
@@ -430,6 +442,9 @@ async fn a_call_cut_by_length_ends_the_episode_truncated() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn limits_and_failures_are_observations() {
+    if !rollbox_tests::built(c::PYTHON_EXEC_TOOL) {
+        return;
+    }
     let tok = tokenizer(false);
     let script: &[(&str, StopReason)] = &[
         (
@@ -514,6 +529,9 @@ async fn limits_and_failures_are_observations() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_assistant_token_budget_ends_the_episode() {
+    if !rollbox_tests::built(c::PYTHON_EXEC_TOOL) {
+        return;
+    }
     let tok = tokenizer(false);
     let first = "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"6 * 7\"}}\n</tool_call>";
     let budget = tok.encode(first, false).expect("encode").len() + 1;
