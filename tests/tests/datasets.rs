@@ -28,7 +28,7 @@ fn rows(path: &Path) -> Vec<Row> {
 }
 
 /// Each file's rows are, value for value, what pyarrow reads from it
-/// (`scripts/make_dataset_fixtures.py` wrote both): nested lists and structs become JSON lists
+/// (`scripts/fixtures/make_dataset_fixtures.py` wrote both): nested lists and structs become JSON lists
 /// and objects, with their field order.
 #[test]
 fn parquet_and_json_exports_read_as_pyarrow_reads_them() {

@@ -2,9 +2,9 @@
 //! (every interface; handles valid, stale, dropped twice and forged; shapes and dtypes at the
 //! edges; huge strings) given as hex in its row.
 //!
-//! The seed corpus (`tests/fixtures/fuzz/corpus/*.hex`, written by `scripts/fuzz_corpus.py`)
+//! The seed corpus (`tests/fixtures/fuzz/corpus/*.hex`, written by `scripts/fixtures/fuzz_corpus.py`)
 //! runs first, then random and mutated programs from a seeded RNG for `ROLLBOX_FUZZ_SECS`
-//! seconds (default 60; `scripts/fuzz.sh HOURS` runs for hours). `ROLLBOX_FUZZ_SEED` repeats a
+//! seconds (default 60; `scripts/stress/fuzz.sh HOURS` runs for hours). `ROLLBOX_FUZZ_SEED` repeats a
 //! run (default: from the clock, printed). Any episode outcome is fine; a host panic, or an
 //! episode still running [`HANG_GRACE`] past its deadline, fails the run and leaves the
 //! program in `target/fuzz-crashes/<seed>-<n>.hex` (copy it into the corpus to replay it).
@@ -402,7 +402,7 @@ async fn corpus_replays_without_breaking_the_host() {
     let corpus = load_corpus();
     assert!(
         corpus.len() >= 20,
-        "the seed corpus is missing; write it with scripts/fuzz_corpus.py"
+        "the seed corpus is missing; write it with scripts/fixtures/fuzz_corpus.py"
     );
     let mut stats = Stats::new();
     let mut kinds = BTreeMap::new();

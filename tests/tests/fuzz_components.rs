@@ -9,7 +9,7 @@
 //!
 //! Any load error or typed fault is fine; a host panic or a call that outlives its deadline by
 //! [`HANG_GRACE`] fails, leaving the file in `target/fuzz-crashes/`. Runs for
-//! `ROLLBOX_FUZZ_COMPONENT_SECS` (default 20 s, what CI runs; `scripts/fuzz.sh` sets more);
+//! `ROLLBOX_FUZZ_COMPONENT_SECS` (default 20 s, what CI runs; `scripts/stress/fuzz.sh` sets more);
 //! `ROLLBOX_FUZZ_SEED` repeats a run.
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! Fuzzes the dataset readers (JSONL, JSON array, Parquet) with hostile files (issue 32).
 //!
-//! The seed corpus (`tests/fixtures/fuzz/datasets/`, written by `scripts/dataset_corpus.py`)
+//! The seed corpus (`tests/fixtures/fuzz/datasets/`, written by `scripts/fixtures/dataset_corpus.py`)
 //! holds valid files of each format and the attacks that used to end or swell the process: a
 //! Parquet schema nested 10,000 deep, a footer claiming 2 billion children, gzip and LZ4-frame
 //! pages that inflate to 256 MiB behind a 1 KB declared size, a snappy page declaring 2 GB, JSON

@@ -378,7 +378,7 @@ async fn groups_that_cannot_be_assembled_are_dropped_and_the_run_goes_on() {
 
 /// `trajectories.jsonl` lists the trajectories in batch order (what a resume rebuilds it to):
 /// a batch's write starts only once the one before it is on disk. With several writes in
-/// flight, lines of a later batch were appended first (found by `scripts/storm.sh`).
+/// flight, lines of a later batch were appended first (found by `scripts/stress/storm.sh`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trajectories_follow_the_batch_order() {
     let tmp = tempfile::tempdir().expect("tmp");

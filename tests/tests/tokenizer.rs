@@ -1,5 +1,5 @@
 //! The `tokenizer` interface seen from a workflow: the host's SmolLM2 tokenizer (GGUF) gives
-//! guests the ids transformers gives (fixture recorded by scripts/record_tokenizer_fixtures.py),
+//! guests the ids transformers gives (fixture recorded by scripts/fixtures/record_tokenizer_fixtures.py),
 //! and its eos/pad become the default stop ids.
 
 use std::path::{Path, PathBuf};

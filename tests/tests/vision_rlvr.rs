@@ -1,7 +1,7 @@
 //! The vision-rlvr workflow end to end (issue 22) against AReaL 1.0.4's own
 //! `VisionRLVRWorkflow`: `tests/fixtures/vision/rlvr.json` holds, per image row, the request
 //! AReaL sent its engine and the tensors it returned, recorded by
-//! `scripts/record_vision_rlvr_fixture.py` with transformers' `Qwen2VLProcessor`. Here the
+//! `scripts/fixtures/record_vision_rlvr_fixture.py` with transformers' `Qwen2VLProcessor`. Here the
 //! same rows run through the component on the replay engine (answering AReaL's recorded
 //! prompt only), and every tensor must be equal: the expanded prompt ids, `mm_token_type_ids`,
 //! masks, logprobs, versions, the reward, and `pixel_values` (sha256 of its f32 bytes) and

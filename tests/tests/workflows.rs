@@ -336,7 +336,7 @@ async fn multi_turn_retries_discounts_and_tags_turns() {
 }
 
 /// RLVR output for recorded responses equals the layout AReaL's RLVRWorkflow builds
-/// (fixture by scripts/record_rlvr_fixture.py: prompts from transformers, AReaL's rules).
+/// (fixture by scripts/fixtures/record_rlvr_fixture.py: prompts from transformers, AReaL's rules).
 #[tokio::test]
 async fn rlvr_matches_the_areal_layout_fixture() {
     let tok = tokenizer();

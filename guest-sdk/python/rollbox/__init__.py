@@ -12,7 +12,7 @@
 
     WitWorld = rollbox.export(MyWorkflow)
 
-Build with `scripts/build-python-workflow.sh` (componentize-py); see `guest-sdk/python/README.md`.
+Build with `scripts/guests/build-python-workflow.sh` (componentize-py); see `guest-sdk/python/README.md`.
 """
 
 from .api import GenerationHyperparameters, ModelRequest, ModelResponse

@@ -90,7 +90,7 @@ pub fn run(runs: usize, python: &str, baseline: &Path) -> anyhow::Result<()> {
     );
     if !Path::new(python).exists() {
         println!(
-            "baseline skipped: {python} not found (set it up as scripts/record_concat_fixture.py says)"
+            "baseline skipped: {python} not found (set it up as scripts/fixtures/record_concat_fixture.py says)"
         );
         return Ok(());
     }

@@ -66,7 +66,7 @@ enum Bench {
         #[arg(long, default_value_t = default_torch_python())]
         python: String,
         /// The baseline script.
-        #[arg(long, default_value = "scripts/vision_baseline.py")]
+        #[arg(long, default_value = "scripts/baselines/vision_baseline.py")]
         baseline: PathBuf,
     },
     /// Tool-call latency: python-exec on a short snippet (fresh instance per call) next to the
@@ -82,7 +82,7 @@ enum Bench {
         /// python-exec calls held in flight for the RSS figure.
         #[arg(long, default_value_t = 16)]
         in_flight: usize,
-        /// The python-exec tool component (scripts/build-python-exec.sh, or cargo test).
+        /// The python-exec tool component (scripts/guests/build-python-exec.sh, or cargo test).
         #[arg(
             long,
             default_value = "target/wasm-guests/python/python_exec_tool.wasm"
@@ -95,7 +95,7 @@ enum Bench {
         )]
         calculator: PathBuf,
         /// The process-per-call baseline script.
-        #[arg(long, default_value = "scripts/tool_baseline.py")]
+        #[arg(long, default_value = "scripts/baselines/tool_baseline.py")]
         baseline: PathBuf,
         /// The Python the baseline runs (its `sys.executable` starts each call).
         #[arg(long, default_value = "python3")]
@@ -120,12 +120,12 @@ enum Bench {
         #[arg(long, default_value = "target/wasm-guests/python/python_reward.wasm")]
         python: PathBuf,
         /// The baseline script (skipped when python3 is missing).
-        #[arg(long, default_value = "scripts/reward_baseline.py")]
+        #[arg(long, default_value = "scripts/baselines/reward_baseline.py")]
         baseline: PathBuf,
         /// The parity corpus, for the Rust reward's figures on its mix of answer forms.
         #[arg(long, default_value = "tests/fixtures/rewards/math_corpus.jsonl")]
         corpus: PathBuf,
-        /// The math-verify reward component (scripts/build-math-verify-reward.sh).
+        /// The math-verify reward component (scripts/guests/build-math-verify-reward.sh).
         #[arg(
             long,
             default_value = "target/wasm-guests/python/math_verify_reward.wasm"
@@ -155,12 +155,12 @@ enum Bench {
         /// Timed runs.
         #[arg(long, default_value_t = 20)]
         runs: usize,
-        /// Python with torch for the baseline (see scripts/record_concat_fixture.py for the
+        /// Python with torch for the baseline (see scripts/fixtures/record_concat_fixture.py for the
         /// venv); skipped when it is missing.
         #[arg(long, default_value_t = default_torch_python())]
         python: String,
         /// The baseline script.
-        #[arg(long, default_value = "scripts/concat_baseline.py")]
+        #[arg(long, default_value = "scripts/baselines/concat_baseline.py")]
         baseline: PathBuf,
     },
     /// Embedded engine: prefill and decode tokens/s at 1 and 2 threads, one sequence and 8
@@ -179,7 +179,7 @@ enum Bench {
         #[arg(long, default_value_t = default_llamacpp_python())]
         python: String,
         /// The baseline script.
-        #[arg(long, default_value = "scripts/llamacpp_baseline.py")]
+        #[arg(long, default_value = "scripts/baselines/llamacpp_baseline.py")]
         baseline: PathBuf,
     },
     /// `rollbox rollout` throughput: RLVR episodes/s, CPU per episode, p50/p99 latency (an
@@ -233,7 +233,7 @@ enum Bench {
         #[arg(long, default_value_t = 5000)]
         iterations: usize,
         /// The transformers baseline script.
-        #[arg(long, default_value = "scripts/tokenizer_baseline.py")]
+        #[arg(long, default_value = "scripts/baselines/tokenizer_baseline.py")]
         baseline: PathBuf,
     },
 }
@@ -265,7 +265,7 @@ pub fn default_model() -> String {
         .to_string()
 }
 
-/// `~/.cache/rollbox/areal-venv/bin/python`, the venv `scripts/record_concat_fixture.py` uses.
+/// `~/.cache/rollbox/areal-venv/bin/python`, the venv `scripts/fixtures/record_concat_fixture.py` uses.
 pub fn default_torch_python() -> String {
     format!(
         "{}/.cache/rollbox/areal-venv/bin/python",
@@ -273,7 +273,7 @@ pub fn default_torch_python() -> String {
     )
 }
 
-/// `~/.cache/rollbox/llamacpp-venv/bin/python` (see scripts/record_embedded_fixture.py).
+/// `~/.cache/rollbox/llamacpp-venv/bin/python` (see scripts/fixtures/record_embedded_fixture.py).
 fn default_llamacpp_python() -> String {
     format!(
         "{}/.cache/rollbox/llamacpp-venv/bin/python",

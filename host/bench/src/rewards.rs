@@ -107,7 +107,7 @@ pub async fn run(
         .await?;
     } else {
         println!(
-            "math-verify reward skipped: {} not found (scripts/build-math-verify-reward.sh)",
+            "math-verify reward skipped: {} not found (scripts/guests/build-math-verify-reward.sh)",
             math_verify.display()
         );
     }
@@ -122,7 +122,7 @@ pub async fn run(
     }
     // AReaL's own path (its wrapper, its math-verify GSM8K reward), when its venv is set up.
     let areal = crate::default_torch_python();
-    let script = Path::new("scripts/areal_reward_baseline.py");
+    let script = Path::new("scripts/baselines/areal_reward_baseline.py");
     if Path::new(&areal).exists() && script.is_file() {
         match std::process::Command::new(&areal)
             .arg(script)
@@ -139,7 +139,7 @@ pub async fn run(
         }
     } else {
         println!(
-            "AReaL baseline skipped: {areal} not found (see scripts/areal_reward_baseline.py)"
+            "AReaL baseline skipped: {areal} not found (see scripts/baselines/areal_reward_baseline.py)"
         );
     }
     Ok(())

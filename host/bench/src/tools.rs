@@ -22,7 +22,7 @@ pub struct Components<'a> {
     pub python_exec: &'a Path,
     /// The calculator tool component.
     pub calculator: &'a Path,
-    /// `scripts/tool_baseline.py`.
+    /// `scripts/baselines/tool_baseline.py`.
     pub baseline: &'a Path,
     /// The Python that runs the baseline.
     pub python: &'a str,

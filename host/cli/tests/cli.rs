@@ -46,7 +46,7 @@ fn inspect_names_the_world_and_refuses_the_wrong_one() {
 #[test]
 fn run_rlvr_with_tokenizer_replay_engine_and_math_reward() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let tok = HostTokenizer::load(&model()).expect("run scripts/fetch-model.sh");
+    let tok = HostTokenizer::load(&model()).expect("run scripts/install/fetch-model.sh");
     let messages = json!([{"role": "user", "content": "What is 6 * 7?"}]);
     let options = ChatOptions {
         extra: Some(json!({"enable_thinking": false})),

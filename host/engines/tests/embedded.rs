@@ -1,7 +1,7 @@
-//! The embedded engine on the real default model (fetched by `scripts/fetch-model.sh`).
+//! The embedded engine on the real default model (fetched by `scripts/install/fetch-model.sh`).
 //!
 //! Mechanics only (this 135M model is weak): parity of greedy tokens and logprobs with
-//! llama.cpp on the same file (recorded by `scripts/record_embedded_fixture.py`), determinism,
+//! llama.cpp on the same file (recorded by `scripts/fixtures/record_embedded_fixture.py`), determinism,
 //! batch invariance, seeds, stop ids, stop strings, length. One candle thread; no wall-clock
 //! assertions.
 
@@ -42,7 +42,7 @@ fn backend(format: WeightFormat) -> &'static EmbeddedBackend {
             // The llama.cpp comparison runs the quantized path throughout, as llama.cpp does.
             dense: format != WeightFormat::Original,
         })
-        .expect("the default model (run scripts/fetch-model.sh)")
+        .expect("the default model (run scripts/install/fetch-model.sh)")
     })
 }
 
@@ -344,7 +344,7 @@ async fn abandoned_requests_stop_decoding() {
             max_batch: 8,
             ..EmbeddedOptions::default()
         })
-        .expect("the default model (run scripts/fetch-model.sh)"),
+        .expect("the default model (run scripts/install/fetch-model.sh)"),
     );
     let long = |i: u32| GenerateRequest {
         rid: format!("long-{i}"),
@@ -412,7 +412,7 @@ async fn abandoned_requests_admitted_together_are_not_prefilled() {
             max_batch: 64,
             ..EmbeddedOptions::default()
         })
-        .expect("the default model (run scripts/fetch-model.sh)"),
+        .expect("the default model (run scripts/install/fetch-model.sh)"),
     );
     // Distinct 96-token prompts (a shared prompt would be prefilled once).
     let req = |i: u32, max_new_tokens: u32| GenerateRequest {

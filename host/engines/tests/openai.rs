@@ -1,7 +1,7 @@
 //! The `openai` backend replaying recorded llama-cpp-python answers and documented vLLM answers
 //! through an in-test server.
 //!
-//! The llama-cpp-python fixture comes from `scripts/record_openai_fixtures.py`; its expected ids
+//! The llama-cpp-python fixture comes from `scripts/fixtures/record_openai_fixtures.py`; its expected ids
 //! are the ids llama.cpp's sampler yielded, recorded by the script, not values this crate made.
 
 use std::collections::HashMap;

