@@ -25,7 +25,7 @@ enum Command {
     New(cmd::new::NewArgs),
     /// Run one episode of a workflow component and print the returned tensors or the error.
     Run(Box<cmd::run::RunArgs>),
-    /// The main job: a JSONL dataset through a workflow, GRPO groups, safetensors batches.
+    /// The main job: a dataset through a workflow, GRPO groups, safetensors batches.
     Rollout(Box<cmd::rollout::RolloutArgs>),
     /// The rollout controller over HTTP (POST /v1/episodes, POST /v1/version, /healthz, /metrics).
     Serve(Box<cmd::serve::ServeArgs>),

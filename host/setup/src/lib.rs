@@ -43,3 +43,8 @@ mod spec;
 
 pub use host::{Host, inspect};
 pub use spec::{ComponentSpec, HostSpec, LimitError, LimitSpec};
+
+/// The README's embedding example, compiled by `cargo test --doc` so that it stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,4 +1,4 @@
-//! `rollbox rollout`: the main job, a JSONL dataset through a workflow into GRPO groups and
+//! `rollbox rollout`: the main job, a dataset through a workflow into GRPO groups and
 //! safetensors batches; and the setup flags `rollbox serve` shares.
 
 use std::path::PathBuf;
@@ -71,7 +71,7 @@ impl SetupArgs {
 pub struct RolloutArgs {
     /// The dataset: JSONL (one JSON object per line), a JSON array of objects, or Parquet
     /// (verl's layout, Hugging Face exports; nested columns become JSON); each row is the
-    /// workflow's `data`. JSONL and Parquet are streamed, not held in memory. Default: the
+    /// workflow's `data`. All three are streamed, not held in memory. Default: the
     /// built-in `arith` (16 arithmetic word problems).
     #[arg(default_value = builtin::ARITH_NAME)]
     dataset: PathBuf,

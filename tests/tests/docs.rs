@@ -1,0 +1,127 @@
+//! Reference pages made from the code, so they cannot drift from it: `docs/limits.md` is
+//! rendered from `rollbox_runtime::LIMIT_KEYS` and the three default `Limits`. The test fails
+//! when the file differs from the rendering; `ROLLBOX_BLESS=1` rewrites it.
+
+use std::path::Path;
+
+use rollbox_runtime::{LIMIT_KEYS, Limits, show_size};
+
+/// The page `docs/limits.md` should hold.
+fn limits_page() -> String {
+    let workflow = Limits::DEFAULT;
+    let reward = Limits::untrusted_call();
+    let tool = Limits::untrusted_tool();
+    let mut page = String::from(
+        "# Limits reference\n\n\
+         <!-- Generated from LIMIT_KEYS and the default Limits (host/runtime/src/limits.rs) by \
+         tests/tests/docs.rs; `ROLLBOX_BLESS=1 cargo test -p rollbox-tests --test docs` \
+         rewrites it. -->\n\n\
+         Every limit has one key. The same key is a flag of `rollbox run`, `rollout` and `serve` \
+         (`--max-memory 1GiB`), a key of a config file's `[limits]` table, a key of \
+         `limits={...}` in Python's `rollbox.Host`, a key of a `HostSpec`'s `limits`, and an \
+         option of one reward or tool (`--reward NAME=PATH,timeout=5s,fuel=2000000000`). An \
+         unknown key is refused with the list. Sizes are bytes or `512MiB`, `1GiB`, `64KiB`; \
+         durations are seconds or `1.5s`, `250ms`; counts are whole numbers.\n\n\
+         Defaults differ by who runs: a workflow episode, a reward call, a tool call.\n\n\
+         | key | flag | bounds | workflow episode | reward call | tool call |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for key in LIMIT_KEYS {
+        page.push_str(&format!(
+            "| `{}` | `--{}` | {} | {} | {} | {} |\n",
+            key.key,
+            key.flag,
+            key.help,
+            key.show(&workflow),
+            key.show(&reward),
+            key.show(&tool),
+        ));
+    }
+    page.push_str(
+        "\n`memory` is accepted for `max_memory`. Fuel is unmetered unless a limit sets it; \
+         setting it anywhere turns metering on for the whole host (it instruments compiled \
+         code).\n\n\
+         ## Fixed per call\n\n\
+         | what | workflow episode | reward call | tool call |\n\
+         |---|---|---|---|\n",
+    );
+    for (what, get) in [
+        (
+            "log lines and stats (more are counted and dropped)",
+            (|l: &Limits| l.max_log_lines.to_string()) as fn(&Limits) -> String,
+        ),
+        (
+            "bytes per log line or stat key (longer ones are cut)",
+            |l| show_size(l.max_log_line_bytes as u64),
+        ),
+    ] {
+        page.push_str(&format!(
+            "| {what} | {} | {} | {} |\n",
+            get(&workflow),
+            get(&reward),
+            get(&tool)
+        ));
+    }
+    page.push_str(
+        "\n## Host-wide\n\n\
+         The limits above hold per call. One more holds for the host as a whole: its memory \
+         budget, which every instance, host tensor, request body and dataset row is charged \
+         against (default 60 % of physical memory or of the cgroup's `memory.max`). Set it with \
+         `--max-host-memory`, `limits={\"max_host_memory\": ...}` in Python, or \
+         `max_host_memory` in a `HostSpec` (which also takes `max_instances`, the instances \
+         alive at once). See \
+         [the security model](security.md) for what it guards.\n",
+    );
+    page
+}
+
+#[test]
+fn the_limits_reference_is_current() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/limits.md");
+    let page = limits_page();
+    if std::env::var_os("ROLLBOX_BLESS").is_some() {
+        std::fs::write(&path, &page).expect("writing docs/limits.md");
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == page,
+        "docs/limits.md is not the rendering of LIMIT_KEYS: rewrite it with \
+         `ROLLBOX_BLESS=1 cargo test -p rollbox-tests --test docs`"
+    );
+}
+
+/// The files under `dir` (relative to it, `/`-separated), skipping `__pycache__`.
+fn files_under(dir: &Path, prefix: &str, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).expect("reading a folder") {
+        let entry = entry.expect("a folder entry");
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "__pycache__" {
+            continue;
+        }
+        let rel = format!("{prefix}{name}");
+        if entry.file_type().expect("file type").is_dir() {
+            files_under(&entry.path(), &format!("{rel}/"), out);
+        } else {
+            out.push(rel);
+        }
+    }
+}
+
+/// `scripts/README.md` names every script (as `` `install/test-env.sh` ``, with or without
+/// arguments after it), so a new or moved script cannot go unmapped.
+#[test]
+fn the_scripts_map_names_every_script() {
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts");
+    let map = std::fs::read_to_string(scripts.join("README.md")).expect("scripts/README.md");
+    let mut files = Vec::new();
+    files_under(&scripts, "", &mut files);
+    let missing: Vec<_> = files
+        .iter()
+        .filter(|f| f.as_str() != "README.md")
+        .filter(|f| !map.contains(&format!("`{f}`")) && !map.contains(&format!("`{f} ")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "scripts/README.md does not name {missing:?}: add a row for each"
+    );
+}
