@@ -206,6 +206,7 @@ def test_every_limit_key_is_accepted_and_unknown_ones_are_named():
         ("max_handles", 10),
         ("max_tensor_bytes", "1MiB"),
         ("max_generate_calls", 2),
+        ("max_reward_calls", 2),
         ("max_episode_tokens", 100),
         ("max_output_bytes", "1KiB"),
         ("max_tokenizer_bytes", "4KiB"),

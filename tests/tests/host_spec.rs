@@ -19,6 +19,8 @@ struct Case {
     program: &'static str,
     data: Value,
     tokenizer: bool,
+    /// Register the built-in `math` reward.
+    reward: bool,
     delay: Duration,
 }
 
@@ -29,6 +31,7 @@ fn cases() -> Vec<Case> {
         program,
         data,
         tokenizer: false,
+        reward: false,
         delay: Duration::ZERO,
     };
     let big_string = json!({"bytes": 32 << 20});
@@ -46,6 +49,15 @@ fn cases() -> Vec<Case> {
         case("max_tensor_bytes", "64", c::ADV_HANDLES, handles),
         case("max_generate_calls", "2", c::ADV_GENERATE, generate.clone()),
         case("max_episode_tokens", "6", c::ADV_GENERATE, generate),
+        Case {
+            reward: true,
+            ..case(
+                "max_reward_calls",
+                "2",
+                c::ADV_HOST_CALLS,
+                json!({"attack": "score_flood", "n": 5, "reward": "math"}),
+            )
+        },
         case(
             "max_output_bytes",
             "1KiB",
@@ -90,6 +102,10 @@ async fn run(case: &Case, tightened: bool) -> EpisodeReport {
     let mut spec = HostSpec::new(case.program);
     if case.tokenizer {
         spec.tokenizer = Some(rollbox_tests::model_path());
+    }
+    if case.reward {
+        spec.rewards
+            .insert("math".into(), rollbox_host::ComponentSpec::new("math"));
     }
     if tightened {
         spec.limits
@@ -137,7 +153,7 @@ async fn every_limit_key_changes_what_an_episode_may_do() {
     }
     // All but max_output_bytes (output is cut, the episode goes on) and max_tokenizer_bytes
     // (the guest returns the refusal as its own error).
-    assert_eq!(named, 8, "faults that name their limit");
+    assert_eq!(named, 9, "faults that name their limit");
 }
 
 /// The spec decides fuel metering: a reward's `fuel` alone turns it on (no episode limit sets

@@ -36,7 +36,9 @@ pub fn run(
         }
     }
     if !Path::new(python).exists() {
-        println!("baseline skipped: {python} not found (see scripts/fixtures/record_embedded_fixture.py)");
+        println!(
+            "baseline skipped: {python} not found (see scripts/fixtures/record_embedded_fixture.py)"
+        );
         return Ok(());
     }
     for &t in threads {

@@ -36,6 +36,9 @@ pub struct Limits {
     /// `generate` requests per episode (each request of `generate-many` counts). Default 1 024
     /// (`--max-generate-calls`).
     pub max_generate_calls: u32,
+    /// `score` calls per episode (each runs a reward component in a fresh sandbox, and the
+    /// episode's report keeps one record per call). Default 1 024 (`--max-reward-calls`).
+    pub max_reward_calls: u32,
     /// Generated tokens per episode across all requests. Default 1 048 576
     /// (`--max-episode-tokens`).
     pub max_generated_tokens: u64,
@@ -72,6 +75,7 @@ impl Limits {
         max_handles: 10_000,
         max_tensor_bytes: 1 << 30,
         max_generate_calls: 1024,
+        max_reward_calls: 1024,
         max_generated_tokens: 1 << 20,
         max_stdout_bytes: 64 << 10,
         max_stderr_bytes: 64 << 10,
@@ -91,6 +95,7 @@ impl Limits {
             max_handles: 100,
             max_tensor_bytes: 0,
             max_generate_calls: 0,
+            max_reward_calls: 0,
             max_generated_tokens: 0,
             max_stdout_bytes: 16 << 10,
             max_stderr_bytes: 16 << 10,
@@ -271,6 +276,14 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
         unit: LimitUnit::Count,
         set: |l, v| l.max_generate_calls = u32::try_from(v.number()).unwrap_or(u32::MAX),
         get: |l| LimitValue::Number(u64::from(l.max_generate_calls)),
+    },
+    LimitKey {
+        key: "max_reward_calls",
+        flag: "max-reward-calls",
+        help: "Reward calls per episode",
+        unit: LimitUnit::Count,
+        set: |l, v| l.max_reward_calls = u32::try_from(v.number()).unwrap_or(u32::MAX),
+        get: |l| LimitValue::Number(u64::from(l.max_reward_calls)),
     },
     LimitKey {
         key: "max_episode_tokens",

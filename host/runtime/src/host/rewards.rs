@@ -1,6 +1,9 @@
 //! Host side of the `rewards` interface: score with a registered reward component in its own
 //! sandbox (fresh instance, the reward's limits, retries, 0.0 after the last timeout).
 //!
+//! Limit: `max_reward_calls` per episode (soft: reported once as `limit-exceeded`, then a
+//! trap), which also bounds the records kept for the report.
+//!
 //! Failures are values, never traps of the calling workflow: `unknown` (lists the registered
 //! names), `timeout` is not returned (the 0.0 fallback is, with `timed-out` set), `trapped` and
 //! `invalid-output` after the last attempt. Every call's accounting is kept in the episode
@@ -11,6 +14,7 @@ use crate::bindings::types::{Error, RewardInput};
 use crate::episode::EpisodeState;
 use crate::episode::RewardRecord;
 use crate::fault::truncate;
+use crate::limits::Setting;
 use crate::untrusted::score_with_retries;
 
 /// `kind: message` for an error value, as recorded in reports.
@@ -47,6 +51,17 @@ impl rewards::Host for EpisodeState {
         name: String,
         input: RewardInput,
     ) -> wasmtime::Result<Result<ScoreResult, Error>> {
+        let made = self.ctx.reward_calls.len();
+        let max = self.ctx.limits.max_reward_calls;
+        if made >= max as usize {
+            let msg = self.ctx.refuse(
+                Setting::Limit("max_reward_calls"),
+                format!(
+                    "this episode reached its limit of {max} reward calls (`max_reward_calls`)"
+                ),
+            )?;
+            return Ok(Err(Error::LimitExceeded(msg)));
+        }
         let services = self.ctx.services.clone();
         let Some(reg) = services.reward(&name) else {
             return Ok(Err(unknown("reward", &name, &services.reward_names())));

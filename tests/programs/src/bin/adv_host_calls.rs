@@ -13,6 +13,7 @@
 //!   `data["key"]`;
 //! * `long_word`: encode one word of `data["n"]` letters;
 //! * `big_metadata`: an accepted output with `data["n"]` bytes of metadata;
+//! * `score_flood`: `data["n"]` calls of the reward `data["reward"]`, reporting how many scored;
 //! * `random`: a value derived from WASI random numbers (std's `RandomState`).
 use rollbox_sdk::tensor::{self, Tensor, TensorData};
 use rollbox_sdk::trajectory::single_turn;
@@ -129,6 +130,21 @@ impl Workflow for Hostile {
                     Ok(ids) => Err(format!("encode: ok, {} ids", ids.len()).into()),
                     Err(e) => Err(format!("encode: {e:?}").into()),
                 }
+            }
+            "score_flood" => {
+                let input = rollbox_sdk::RewardInput {
+                    prompt: "What is 1 + 1?".into(),
+                    completion: "\\boxed{2}".into(),
+                    prompt_ids: Vec::new(),
+                    completion_ids: Vec::new(),
+                    data: r#"{"answer": "2"}"#.into(),
+                };
+                let name = e.data["reward"].as_str().unwrap_or("math").to_string();
+                let calls = n(&e, "n", 100_000);
+                let scored = (0..calls)
+                    .filter(|_| rollbox_sdk::rewards::score(&name, &input).is_ok())
+                    .count();
+                Err(format!("score: {calls} calls, {scored} scored").into())
             }
             "random" => {
                 use std::hash::BuildHasher;
