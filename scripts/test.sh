@@ -6,6 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install/test-env.sh
+# The AReaL venv (once: ~9 min, 9.4 GB, mostly downloads) installs while cargo builds and tests.
+areal=0
+if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_AREAL:-0}" != 1 ]; then
+    areal=1
+    areal_log="$(mktemp)"
+    scripts/install/areal-venv.sh >"$areal_log.python" 2>"$areal_log" &
+    areal_pid=$!
+    trap 'kill "$areal_pid" 2>/dev/null || true' EXIT
+fi
 cargo test --workspace "$@"
 # With no arguments, the `rollbox` Python package too: built into its venv (maturin develop,
 # the workspace's target directory), then its tests, which load the components built above.
@@ -13,12 +22,17 @@ if [ $# -eq 0 ]; then
     (cd python && VIRTUAL_ENV="$ROLLBOX_HOST_VENV" PATH="$ROLLBOX_HOST_VENV/bin:$PATH" maturin develop --quiet)
     "$ROLLBOX_HOST_VENV/bin/python" -m pytest -q python/tests
     # rollbox.areal.WasmWorkflow against AReaL 1.0.4's own RLVRWorkflow and WorkflowExecutor,
-    # in the AReaL venv (scripts/install/areal-venv.sh installs it once: ~12 min, 9.4 GB).
+    # in the AReaL venv (installing since the start, above).
     # ROLLBOX_SKIP_AREAL=1 leaves it out of a quick local run; CI runs it.
-    if [ "${ROLLBOX_SKIP_AREAL:-0}" = 1 ]; then
+    if [ "$areal" = 0 ]; then
         echo "python/tests/areal_parity.py skipped (ROLLBOX_SKIP_AREAL=1)"
     else
-        areal_python="$(scripts/install/areal-venv.sh)"
+        if ! wait "$areal_pid"; then
+            cat "$areal_log" >&2
+            echo "installing the AReaL venv failed (scripts/install/areal-venv.sh; log above)" >&2
+            exit 1
+        fi
+        areal_python="$(cat "$areal_log.python")"
         PYTHONPATH=python "$areal_python" python/tests/areal_parity.py 2>&1 | grep -v "Timeout is disabled"
         # The GSM8K example up to the trainer (training needs GPUs and an inference server).
         PYTHONPATH=python "$areal_python" python/examples/areal/gsm8k_rl.py --check \
