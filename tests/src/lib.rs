@@ -298,3 +298,18 @@ pub fn gradient_png_base64(width: u32, height: u32) -> String {
         .expect("encode PNG");
     base64::engine::general_purpose::STANDARD.encode(png.into_inner())
 }
+
+/// Check that the generated page at `path` (relative to the repository root) is `page`, or
+/// rewrite it when `ROLLBOX_BLESS` is set. `what` says what the page is made from, and `test`
+/// is the cargo command that rewrites it.
+pub fn check_generated_page(path: &str, page: &str, what: &str, test: &str) {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
+    if std::env::var_os("ROLLBOX_BLESS").is_some() {
+        std::fs::write(&file, page).unwrap_or_else(|e| panic!("writing {path}: {e}"));
+    }
+    let on_disk = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(
+        on_disk == page,
+        "{path} is not {what}: rewrite it with `ROLLBOX_BLESS=1 {test}`"
+    );
+}

@@ -77,16 +77,11 @@ fn limits_page() -> String {
 
 #[test]
 fn the_limits_reference_is_current() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/limits.md");
-    let page = limits_page();
-    if std::env::var_os("ROLLBOX_BLESS").is_some() {
-        std::fs::write(&path, &page).expect("writing docs/limits.md");
-    }
-    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        on_disk == page,
-        "docs/limits.md is not the rendering of LIMIT_KEYS: rewrite it with \
-         `ROLLBOX_BLESS=1 cargo test -p rollbox-tests --test docs`"
+    rollbox_tests::check_generated_page(
+        "docs/limits.md",
+        &limits_page(),
+        "the rendering of LIMIT_KEYS",
+        "cargo test -p rollbox-tests --test docs",
     );
 }
 

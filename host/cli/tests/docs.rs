@@ -2,7 +2,6 @@
 //! clap: `rollbox --help`, then `rollbox SUBCOMMAND --help` for every subcommand it lists. The
 //! test fails when the file differs; `ROLLBOX_BLESS=1` rewrites it.
 
-use std::path::Path;
 use std::process::Command;
 
 fn help(args: &[&str]) -> String {
@@ -53,15 +52,10 @@ fn cli_page() -> String {
 
 #[test]
 fn the_cli_reference_is_current() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cli.md");
-    let page = cli_page();
-    if std::env::var_os("ROLLBOX_BLESS").is_some() {
-        std::fs::write(&path, &page).expect("writing docs/cli.md");
-    }
-    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        on_disk == page,
-        "docs/cli.md is not `rollbox --help` and its subcommands' help: rewrite it with \
-         `ROLLBOX_BLESS=1 cargo test -p rollbox --test docs`"
+    rollbox_tests::check_generated_page(
+        "docs/cli.md",
+        &cli_page(),
+        "`rollbox --help` and its subcommands' help",
+        "cargo test -p rollbox --test docs",
     );
 }
