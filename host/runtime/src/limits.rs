@@ -219,6 +219,11 @@ fn bytes(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
 
+/// A per-episode call count, saturating at `u32::MAX`.
+fn calls(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 /// Every limit a user can set, in the order help texts list them.
 pub const LIMIT_KEYS: &[LimitKey] = &[
     LimitKey {
@@ -274,7 +279,7 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
         flag: "max-generate-calls",
         help: "Generate requests per episode",
         unit: LimitUnit::Count,
-        set: |l, v| l.max_generate_calls = u32::try_from(v.number()).unwrap_or(u32::MAX),
+        set: |l, v| l.max_generate_calls = calls(v.number()),
         get: |l| LimitValue::Number(u64::from(l.max_generate_calls)),
     },
     LimitKey {
@@ -282,7 +287,7 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
         flag: "max-reward-calls",
         help: "Reward calls per episode",
         unit: LimitUnit::Count,
-        set: |l, v| l.max_reward_calls = u32::try_from(v.number()).unwrap_or(u32::MAX),
+        set: |l, v| l.max_reward_calls = calls(v.number()),
         get: |l| LimitValue::Number(u64::from(l.max_reward_calls)),
     },
     LimitKey {
