@@ -196,6 +196,25 @@ def test_fuel_limits_are_enforced_for_workflows_and_rewards():
     assert "out of fuel" in json.dumps(report), report
 
 
+def test_max_reward_calls_is_enforced():
+    # A workflow that calls the math reward 5 times: all 5 score by default; with
+    # max_reward_calls=2 the third call is refused and the fourth ends the episode.
+    row = {"attack": "score_flood", "n": 5, "reward": "math"}
+
+    async def run(h):
+        _, report = await h.arun_episode(row, engine=StubEngine([]), report=True)
+        return report
+
+    flood = str(GUESTS / "adv_host_calls.wasm")
+    free = asyncio.run(run(rollbox.Host(flood, rewards={"math": str(MATH)})))
+    assert "score: 5 calls, 5 scored" in free["error"], free
+    tight = rollbox.Host(flood, rewards={"math": str(MATH)}, limits={"max_reward_calls": 2})
+    report = asyncio.run(run(tight))
+    assert report["outcome"] == "limit_exceeded", report
+    assert "limit of 2 reward calls" in report["error"], report
+    assert report["error"].endswith('raise it with Host(limits={"max_reward_calls": ...})'), report
+
+
 def test_every_limit_key_is_accepted_and_unknown_ones_are_named():
     for key, value in [
         ("timeout", "5s"),

@@ -541,6 +541,41 @@ fn run_enforces_fuel_for_workflows_and_rewards() {
     assert!(start.elapsed() < std::time::Duration::from_secs(30));
 }
 
+/// `run --max-reward-calls` is enforced: a workflow that calls the math reward 5 times gets 2
+/// scores, a refusal, then a fault naming the flag to raise.
+#[test]
+fn run_enforces_max_reward_calls() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = r#"{"attack": "score_flood", "n": 5, "reward": "math"}"#;
+    let (ok, stdout, _) = rollbox(
+        &["run", c::ADV_HOST_CALLS, "--reward", "math", "--data", data],
+        tmp.path(),
+    );
+    assert!(
+        !ok && stdout.contains("score: 5 calls, 5 scored"),
+        "{stdout}"
+    );
+    let (ok, stdout, _) = rollbox(
+        &[
+            "run",
+            c::ADV_HOST_CALLS,
+            "--reward",
+            "math",
+            "--max-reward-calls",
+            "2",
+            "--data",
+            data,
+        ],
+        tmp.path(),
+    );
+    assert!(!ok, "the episode fails");
+    assert!(
+        stdout.contains("limit of 2 reward calls")
+            && stdout.contains("raise it with --max-reward-calls"),
+        "{stdout}"
+    );
+}
+
 /// Guest text reaches the terminal and the log escaped (issue 32, part 5): a failure message
 /// and stdout carrying a newline with a forged host log line and an ANSI clear-screen come out
 /// as one escaped line each; no line of the output starts with the forged timestamp and no
