@@ -10,10 +10,12 @@ source scripts/install/test-env.sh
 areal=0
 if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_AREAL:-0}" != 1 ]; then
     areal=1
-    areal_log="$(mktemp)"
-    scripts/install/areal-venv.sh >"$areal_log.python" 2>"$areal_log" &
+    # Its output goes to a private folder (mktemp -d, mode 0700), so nothing another user
+    # placed in /tmp can stand in for the files.
+    areal_dir="$(mktemp -d)"
+    scripts/install/areal-venv.sh >"$areal_dir/python" 2>"$areal_dir/log" &
     areal_pid=$!
-    trap 'kill "$areal_pid" 2>/dev/null || true' EXIT
+    trap 'kill "$areal_pid" 2>/dev/null || true; rm -rf "$areal_dir"' EXIT
 fi
 cargo test --workspace "$@"
 # With no arguments, the `rollbox` Python package too: built into its venv (maturin develop,
@@ -28,11 +30,11 @@ if [ $# -eq 0 ]; then
         echo "python/tests/areal_parity.py skipped (ROLLBOX_SKIP_AREAL=1)"
     else
         if ! wait "$areal_pid"; then
-            cat "$areal_log" >&2
+            cat "$areal_dir/log" >&2
             echo "installing the AReaL venv failed (scripts/install/areal-venv.sh; log above)" >&2
             exit 1
         fi
-        areal_python="$(cat "$areal_log.python")"
+        areal_python="$(cat "$areal_dir/python")"
         PYTHONPATH=python "$areal_python" python/tests/areal_parity.py 2>&1 | grep -v "Timeout is disabled"
         # The GSM8K example up to the trainer (training needs GPUs and an inference server).
         PYTHONPATH=python "$areal_python" python/examples/areal/gsm8k_rl.py --check \
