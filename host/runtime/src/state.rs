@@ -13,6 +13,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::bindings::types::Error;
 use crate::budget::{LINEAR_MEMORY_ALLOWANCE, Reservation, host_memory};
 use crate::fault::{HostMemoryExhausted, LimitTrap, MemoryLimitExceeded};
 use crate::limits::{Limits, Setting};
@@ -125,9 +126,9 @@ pub struct CallCtx {
 }
 
 impl CallCtx {
-    /// Record a soft-limit refusal of `setting`. Returns the guest-visible message, or a trap
-    /// if the guest already ignored one refusal.
-    pub(crate) fn refuse(&mut self, setting: Setting, message: String) -> wasmtime::Result<String> {
+    /// Record a soft-limit refusal of `setting`. Returns the `limit-exceeded` value the guest
+    /// gets, or a trap if the guest already ignored one refusal.
+    pub(crate) fn refuse(&mut self, setting: Setting, message: String) -> wasmtime::Result<Error> {
         if let Some((first, setting)) = &self.refused {
             return Err(wasmtime::Error::new(LimitTrap(
                 first.clone(),
@@ -135,7 +136,7 @@ impl CallCtx {
             )));
         }
         self.refused = Some((message.clone(), setting));
-        Ok(message)
+        Ok(Error::LimitExceeded(message))
     }
 }
 

@@ -45,13 +45,12 @@ impl EpisodeCtx {
     fn prepare(&mut self, req: ModelRequest) -> wasmtime::Result<Result<Prepared, Error>> {
         if self.generate_calls >= self.limits.max_generate_calls {
             let max = self.limits.max_generate_calls;
-            let msg = self.refuse(
+            return Ok(Err(self.refuse(
                 Setting::Limit("max_generate_calls"),
                 format!(
                     "this episode reached its limit of {max} generate calls (`max_generate_calls`)"
                 ),
-            )?;
-            return Ok(Err(Error::LimitExceeded(msg)));
+            )?));
         }
         self.generate_calls += 1;
         let g = &req.gconfig;
@@ -84,11 +83,10 @@ impl EpisodeCtx {
             .saturating_sub(self.generated_tokens);
         if budget == 0 {
             let max = self.limits.max_generated_tokens;
-            let msg = self.refuse(
+            return Ok(Err(self.refuse(
                 Setting::Limit("max_episode_tokens"),
                 format!("this episode generated its limit of {max} tokens (`max_episode_tokens`)"),
-            )?;
-            return Ok(Err(Error::LimitExceeded(msg)));
+            )?));
         }
         let Some(backend) = self.services.backend().cloned() else {
             return Ok(Err(Error::Unavailable(

@@ -54,13 +54,12 @@ impl rewards::Host for EpisodeState {
         let made = self.ctx.reward_calls.len();
         let max = self.ctx.limits.max_reward_calls;
         if made >= max as usize {
-            let msg = self.ctx.refuse(
+            return Ok(Err(self.ctx.refuse(
                 Setting::Limit("max_reward_calls"),
                 format!(
                     "this episode reached its limit of {max} reward calls (`max_reward_calls`)"
                 ),
-            )?;
-            return Ok(Err(Error::LimitExceeded(msg)));
+            )?));
         }
         let services = self.ctx.services.clone();
         let Some(reg) = services.reward(&name) else {

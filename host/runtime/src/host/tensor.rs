@@ -58,13 +58,12 @@ impl EpisodeState {
         match e {
             TensorError::TooLarge { .. } => {
                 let max = self.ctx.limits.max_tensor_bytes;
-                let msg = self.ctx.refuse(
+                self.ctx.refuse(
                     Setting::Limit("max_tensor_bytes"),
                     format!(
                         "{e}: this episode may create {max} bytes of tensors in all (`max_tensor_bytes`)"
                     ),
-                )?;
-                Ok(Error::LimitExceeded(msg))
+                )
             }
             other => Ok(invalid(other)),
         }
@@ -78,24 +77,22 @@ impl EpisodeState {
         let bytes = t.size_in_bytes();
         let limits = self.ctx.limits.clone();
         if self.ctx.tensor_bytes.saturating_add(bytes) > limits.max_tensor_bytes {
-            let msg = self.ctx.refuse(
+            return Ok(Err(self.ctx.refuse(
                 Setting::Limit("max_tensor_bytes"),
                 format!(
                     "this episode created more than {} bytes of tensors (`max_tensor_bytes`)",
                     limits.max_tensor_bytes
                 ),
-            )?;
-            return Ok(Err(Error::LimitExceeded(msg)));
+            )?));
         }
         if self.ctx.live_tensors >= limits.max_handles {
-            let msg = self.ctx.refuse(
+            return Ok(Err(self.ctx.refuse(
                 Setting::Limit("max_handles"),
                 format!(
                     "this episode holds {} live tensors, the limit (`max_handles`); drop tensors it no longer needs",
                     limits.max_handles
                 ),
-            )?;
-            return Ok(Err(Error::LimitExceeded(msg)));
+            )?));
         }
         // Reserved from the host budget a chunk at a time (the exact amount when a chunk
         // does not fit).
@@ -108,10 +105,9 @@ impl EpisodeState {
                 .grow_bulk(host, missing.max(TENSOR_RESERVATION_CHUNK))
             && !self.ctx.memory.grow_bulk(host, missing)
         {
-            let msg = self
+            return Ok(Err(self
                 .ctx
-                .refuse(Setting::HostMemory, host.exhausted("a tensor", bytes))?;
-            return Ok(Err(Error::LimitExceeded(msg)));
+                .refuse(Setting::HostMemory, host.exhausted("a tensor", bytes))?));
         }
         let handle = self.table.push(t)?;
         self.ctx.tensor_bytes += bytes;

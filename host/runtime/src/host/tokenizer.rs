@@ -78,13 +78,12 @@ impl EpisodeState {
         };
         let max = self.ctx.limits.max_tokenizer_input_bytes;
         if input_bytes > max {
-            let msg = self.ctx.refuse(
+            return Ok(Err(self.ctx.refuse(
                 Setting::Limit("max_tokenizer_bytes"),
                 format!(
                     "tokenizer {what} got {input_bytes} bytes of input; at most {max} per call (`max_tokenizer_bytes`)"
                 ),
-            )?;
-            return Ok(Err(Error::LimitExceeded(msg)));
+            )?));
         }
         if self.ctx.past_deadline() {
             return Ok(Err(past_deadline(&format!("tokenizer {what}"))));
@@ -93,11 +92,10 @@ impl EpisodeState {
         let host = host_memory();
         let work = input_bytes.saturating_mul(TOKENIZER_BYTES_PER_INPUT_BYTE);
         let Some(_working) = host.try_reserve_bulk(work) else {
-            let msg = self.ctx.refuse(
+            return Ok(Err(self.ctx.refuse(
                 Setting::HostMemory,
                 host.exhausted(&format!("tokenizer {what}"), work),
-            )?;
-            return Ok(Err(Error::LimitExceeded(msg)));
+            )?));
         };
         let (result, cpu) = if input_bytes <= OFFLOAD_BYTES {
             timed_inline(|| f(&t))
