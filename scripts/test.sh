@@ -18,11 +18,20 @@ if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_AREAL:-0}" != 1 ]; then
     trap 'kill "$areal_pid" 2>/dev/null || true; rm -rf "$areal_dir"' EXIT
 fi
 cargo test --workspace "$@"
-# With no arguments, the `rollbox` Python package too: built into its venv (maturin develop,
-# the workspace's target directory), then its tests, which load the components built above.
+# With no arguments, the `rollbox` Python package too, then its tests, which load the
+# components built above.
 if [ $# -eq 0 ]; then
-    (cd python && VIRTUAL_ENV="$ROLLBOX_HOST_VENV" PATH="$ROLLBOX_HOST_VENV/bin:$PATH" maturin develop --quiet)
-    "$ROLLBOX_HOST_VENV/bin/python" -m pytest -q python/tests
+    # Its native module is built by cargo in the same feature set as the tests (selecting the
+    # test targets makes cargo resolve features as `cargo test --workspace` did, so every crate
+    # above is reused and only the extension is linked, ~1 min). `maturin develop` resolves
+    # features for the extension alone and would compile a second copy of each crate whose
+    # features differ: on a fresh machine, most of the tree. PYO3_PYTHON and
+    # PYO3_BUILD_EXTENSION_MODULE (test-env.sh) are what maturin would set.
+    cargo build --workspace --lib --tests
+    target_dir="$(cargo metadata --format-version 1 --no-deps |
+        "$ROLLBOX_HOST_VENV/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+    install -m 0755 "$target_dir/debug/lib_native.so" python/rollbox/_native.abi3.so
+    PYTHONPATH=python "$ROLLBOX_HOST_VENV/bin/python" -m pytest -q python/tests
     # rollbox.areal.WasmWorkflow against AReaL 1.0.4's own RLVRWorkflow and WorkflowExecutor,
     # in the AReaL venv (installing since the start, above).
     # ROLLBOX_SKIP_AREAL=1 leaves it out of a quick local run; CI runs it.

@@ -60,6 +60,11 @@ host_packages=("maturin==1.16.0" "numpy==2.3.5" "pytest==8.4.2" "ray==2.60.0")
 ROLLBOX_HOST_VENV="${ROLLBOX_HOST_VENV:-$HOME/.cache/rollbox/venv-host-$(rollbox_venv_key "${host_packages[@]}")}"
 rollbox_pinned_venv "$ROLLBOX_HOST_VENV" "${host_packages[@]}"
 export ROLLBOX_HOST_VENV
+# The Python extension is built by cargo with the tests (scripts/test.sh): the interpreter PyO3
+# configures for and no link to libpython, as maturin would set them. Exported for every cargo
+# run, so the test build and the extension's build agree and neither rebuilds PyO3.
+export PYO3_PYTHON="$ROLLBOX_HOST_VENV/bin/python"
+export PYO3_BUILD_EXTENSION_MODULE=1
 
 # Every guest component must be built here: tests/build.rs skips one whose toolchain is absent
 # (so `cargo build` works with only rustup), and this turns such a skip into a build failure.

@@ -198,6 +198,26 @@ fn encode_component(
         .map_err(|e| format!("{e:#}"))
 }
 
+/// Whether the soak budget is on: `ROLLBOX_LONG_TESTS=1`, which `.ci/run` sets. Fuzz loops and
+/// stream sizes take their long value then, and a short one in the README's test command
+/// (`scripts/test.sh`) and a bare `cargo test`; each test's own variable still overrides both.
+pub fn long_tests() -> bool {
+    std::env::var("ROLLBOX_LONG_TESTS").is_ok_and(|v| v == "1")
+}
+
+/// A size or duration for a soak test: the variable `var` when set (it must parse), else
+/// `long` under [`long_tests`], else `short`.
+pub fn soak_budget<T: std::str::FromStr>(var: &str, short: T, long: T) -> T {
+    match std::env::var(var) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{var}=`{v}` does not parse")),
+        Err(_) if long_tests() => long,
+        Err(_) => short,
+    }
+}
+
 /// The fuzzers' seed: `ROLLBOX_FUZZ_SEED` when set (to repeat a run), else from the clock.
 pub fn fuzz_seed() -> u64 {
     match std::env::var("ROLLBOX_FUZZ_SEED") {

@@ -1,7 +1,7 @@
 //! Datasets as they ship: Parquet files written by pyarrow in verl's RL layout and as a
-//! Hugging Face `datasets` export read back as pyarrow reads them; and a million rows
-//! streamed through the rollout controller in bounded memory, killed with SIGKILL and resumed
-//! exactly.
+//! Hugging Face `datasets` export read back as pyarrow reads them; and a million rows (200,000
+//! outside CI's soak budget, `ROLLBOX_LONG_TESTS=1`) streamed through the rollout controller in
+//! bounded memory, killed with SIGKILL and resumed exactly.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -72,7 +72,12 @@ fn parquet_and_json_exports_read_as_pyarrow_reads_them() {
     assert!(e.contains("cut.parquet"), "{e}");
 }
 
-const ROWS: usize = 1_000_000;
+/// Rows of the stream: `ROLLBOX_STREAM_ROWS`, else a million in CI, else 200,000 (every
+/// 100,000th line is not a row).
+fn stream_rows() -> usize {
+    rollbox_tests::soak_budget("ROLLBOX_STREAM_ROWS", 200_000, 1_000_000)
+}
+
 const CHILD: &str = "ROLLBOX_STREAM_CHILD";
 
 /// The run itself, in a child process (`CHILD=DATASET,OUT`): the scripted workflow over the
@@ -159,16 +164,17 @@ fn batches(out: &Path) -> usize {
         .unwrap_or(0)
 }
 
-/// A million rows (and bad lines among them) run in bounded memory: the run is killed with
+/// A million rows (200,000 outside CI) and bad lines among them run in bounded memory: the run is killed with
 /// SIGKILL after some batches, resumed, and then every good row has exactly one trajectory,
 /// with the reward its row asked for, and the resumed run's peak RSS stays under 150 MiB.
 #[test]
 fn a_million_rows_stream_in_bounded_memory_and_resume_exactly() {
+    let n_rows = stream_rows();
     let tmp = tempfile::tempdir().expect("tmp");
     let dataset = tmp.path().join("rows.jsonl");
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&dataset).expect("create"));
-        for i in 0..ROWS {
+        for i in 0..n_rows {
             if i % 100_000 == 99_999 {
                 writeln!(f, "not a row {i}").expect("write");
             } else {
@@ -209,11 +215,11 @@ fn a_million_rows_stream_in_bounded_memory_and_resume_exactly() {
         .collect();
     let (already, run, bad, peak_mib) = (f[0] as usize, f[1] as usize, f[2] as usize, f[3]);
     eprintln!(
-        "{ROWS} rows: {done_at_kill} batches before the kill, resumed with {already} rows done, {run} run at {:.0} episodes/s, peak RSS {peak_mib} MiB",
+        "{n_rows} rows: {done_at_kill} batches before the kill, resumed with {already} rows done, {run} run at {:.0} episodes/s, peak RSS {peak_mib} MiB",
         f[4]
     );
-    let good = ROWS - ROWS / 100_000;
-    assert_eq!((already + run, bad), (good, ROWS / 100_000));
+    let good = n_rows - n_rows / 100_000;
+    assert_eq!((already + run, bad), (good, n_rows / 100_000));
     assert!(already >= 50 * 1000, "{already}");
     assert!(peak_mib < 150.0, "peak RSS {peak_mib} MiB");
 
@@ -221,14 +227,14 @@ fn a_million_rows_stream_in_bounded_memory_and_resume_exactly() {
     let jsonl = std::io::BufReader::new(
         std::fs::File::open(out.join("trajectories.jsonl")).expect("trajectories.jsonl"),
     );
-    let mut seen = vec![0u8; ROWS];
+    let mut seen = vec![0u8; n_rows];
     for l in std::io::BufRead::lines(jsonl) {
         let v: Value = serde_json::from_str(&l.expect("line")).expect("JSON line");
         let row = v["row"].as_u64().expect("row") as usize;
         assert_eq!(v["reward"].as_f64(), Some((row % 7) as f64), "row {row}");
         seen[row] += 1;
     }
-    let mut in_batches = vec![0u8; ROWS];
+    let mut in_batches = vec![0u8; n_rows];
     for e in std::fs::read_dir(&out).expect("out") {
         let path = e.expect("entry").path();
         if path.extension().is_some_and(|x| x == "safetensors") {

@@ -4,7 +4,8 @@
 //!
 //! The seed corpus (`tests/fixtures/fuzz/corpus/*.hex`, written by `scripts/fixtures/fuzz_corpus.py`)
 //! runs first, then random and mutated programs from a seeded RNG for `ROLLBOX_FUZZ_SECS`
-//! seconds (default 60; `scripts/stress/fuzz.sh HOURS` runs for hours). `ROLLBOX_FUZZ_SEED` repeats a
+//! seconds (default 15, 60 in CI: `ROLLBOX_LONG_TESTS=1`; `scripts/stress/fuzz.sh HOURS` runs for
+//! hours). `ROLLBOX_FUZZ_SEED` repeats a
 //! run (default: from the clock, printed). Any episode outcome is fine; a host panic, or an
 //! episode still running [`HANG_GRACE`] past its deadline, fails the run and leaves the
 //! program in `target/fuzz-crashes/<seed>-<n>.hex` (copy it into the corpus to replay it).
@@ -34,7 +35,6 @@ const EPISODE_TIMEOUT: Duration = Duration::from_secs(2);
 /// call must end (or be interrupted) within this.
 const HANG_GRACE: Duration = Duration::from_secs(5);
 /// Seconds of random programs when `ROLLBOX_FUZZ_SECS` is unset (what CI runs).
-const DEFAULT_SECS: f64 = 60.0;
 /// A normal episode must still be accepted after every this many programs.
 const ECHO_EVERY: u64 = 50;
 /// How often a long run prints its progress.
@@ -386,12 +386,10 @@ impl Harness {
     }
 }
 
-/// Seconds of random programs: `ROLLBOX_FUZZ_SECS`, default [`DEFAULT_SECS`].
+/// Seconds of random programs: `ROLLBOX_FUZZ_SECS`, else 60 under `ROLLBOX_LONG_TESTS=1`
+/// (CI), else 15.
 fn fuzz_secs() -> f64 {
-    match std::env::var("ROLLBOX_FUZZ_SECS") {
-        Ok(v) => v.trim().parse().expect("ROLLBOX_FUZZ_SECS: seconds"),
-        Err(_) => DEFAULT_SECS,
-    }
+    rollbox_tests::soak_budget("ROLLBOX_FUZZ_SECS", 15.0, 60.0)
 }
 
 /// `ROLLBOX_FUZZ_SEED`, or one from the clock.

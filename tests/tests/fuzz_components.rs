@@ -9,7 +9,8 @@
 //!
 //! Any load error or typed fault is fine; a host panic or a call that outlives its deadline by
 //! [`HANG_GRACE`] fails, leaving the file in `target/fuzz-crashes/`. Runs for
-//! `ROLLBOX_FUZZ_COMPONENT_SECS` (default 20 s, what CI runs; `scripts/stress/fuzz.sh` sets more);
+//! `ROLLBOX_FUZZ_COMPONENT_SECS` (default 5 s, 20 s in CI: `ROLLBOX_LONG_TESTS=1`;
+//! `scripts/stress/fuzz.sh` sets more);
 //! `ROLLBOX_FUZZ_SEED` repeats a run.
 
 use std::path::{Path, PathBuf};
@@ -28,10 +29,7 @@ const CALL_TIMEOUT: Duration = Duration::from_millis(300);
 const HANG_GRACE: Duration = Duration::from_secs(5);
 
 fn secs() -> f64 {
-    std::env::var("ROLLBOX_FUZZ_COMPONENT_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20.0)
+    rollbox_tests::soak_budget("ROLLBOX_FUZZ_COMPONENT_SECS", 5.0, 20.0)
 }
 
 fn limits() -> Arc<Limits> {

@@ -8,8 +8,8 @@
 //! rows, bad rows or an error naming the file, never a panic, abort or hang; the seeds' outcomes
 //! are checked one by one. Then a JSON array of `ROLLBOX_BIG_ARRAY` (default 2 million) empty
 //! objects is streamed. Then mutated seeds (bytes flipped, inserted, cut, spliced; Parquet
-//! footers mutated more often) run for `ROLLBOX_FUZZ_SECS` (default 30; `ROLLBOX_FUZZ_SEED`
-//! repeats a run). Every input runs under a watchdog (an input still being read after
+//! footers mutated more often) run for `ROLLBOX_FUZZ_SECS` (default 8, 30 in CI: `ROLLBOX_LONG_TESTS=1`;
+//! `ROLLBOX_FUZZ_SEED` repeats a run). Every input runs under a watchdog (an input still being read after
 //! [`HANG`] fails the run), and the process's peak resident memory must stay under
 //! [`PEAK_LIMIT`] through the seeds (below what any bomb inflates to) and under
 //! [`FUZZ_PEAK_LIMIT`] (what the page caps allow) through the mutations. The input being read is always in
@@ -34,7 +34,6 @@ const PEAK_LIMIT: u64 = 200 << 20;
 const FUZZ_PEAK_LIMIT: u64 = 768 << 20;
 /// Entries read from one input at most (a mutated file may hold many small rows).
 const MAX_ENTRIES: usize = 1 << 20;
-const DEFAULT_SECS: f64 = 30.0;
 const SPECIAL_BYTES: [u8; 12] = [
     0, 1, 0x0f, 0x15, 0x19, 0x7f, 0x80, 0xf0, 0xff, b'[', b'{', b'"',
 ];
@@ -266,10 +265,7 @@ fn dataset_readers_survive_hostile_files() {
     assert!(peak < PEAK_LIMIT, "peak RSS {} MiB", peak >> 20);
 
     // Mutated seeds.
-    let secs: f64 = std::env::var("ROLLBOX_FUZZ_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_SECS);
+    let secs: f64 = rollbox_tests::soak_budget("ROLLBOX_FUZZ_SECS", 8.0, 30.0);
     let seed = rollbox_tests::fuzz_seed();
     eprintln!("fuzzing the dataset readers for {secs} s, ROLLBOX_FUZZ_SEED={seed}");
     let mut rng = StdRng::seed_from_u64(seed);

@@ -3,6 +3,7 @@
 //! from lives in `rollbox-host`, which the Python package and the bench use too. The `rollbox`
 //! binary (`main.rs`) parses and dispatches.
 
+pub mod alloc;
 pub mod cmd;
 pub mod config_file;
 pub mod limits;

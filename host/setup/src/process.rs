@@ -1,29 +1,6 @@
-//! Process-wide settings of rollbox's binaries: the allocator, transparent huge pages, and
-//! candle's thread count.
-
-/// mimalloc keeps freed pages for reuse: batch buffers (tens of MiB, allocated and freed per
-/// batch) would otherwise be mmapped, page-faulted and zeroed afresh each time; that was
-/// two-thirds of concat-padded's time with glibc malloc (`rollbox-bench concat`).
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-#[cfg(feature = "mimalloc")]
-unsafe extern "C" {
-    /// mimalloc's `mi_collect` (in the library the `mimalloc` crate links).
-    fn mi_collect(force: bool);
-}
-
-/// Give the memory freed during setup back to the OS. Loading a tokenizer from GGUF builds and
-/// drops ~60 MiB of intermediate JSON, which mimalloc would otherwise keep resident for the
-/// whole run (an idle `rollbox serve` held 100 MiB, 51 MiB after this).
-pub fn release_setup_memory() {
-    // SAFETY: `mi_collect` only returns free pages to the OS; any thread may call it.
-    #[cfg(feature = "mimalloc")]
-    unsafe {
-        mi_collect(true)
-    }
-}
+//! Process-wide settings of rollbox's binaries: transparent huge pages, candle's thread count
+//! and logging. The allocator is the binaries' own choice (`rollbox::alloc`): this crate is
+//! also linked into the Python extension, which must keep the interpreter's.
 
 /// Turn transparent huge pages off for this process unless the engine keeps model weights in
 /// it; call before loading anything. See [`disable_huge_pages`].

@@ -141,7 +141,7 @@ pub async fn run(a: RolloutArgs) -> anyhow::Result<()> {
     let spec = a.setup.spec()?;
     spec.ensure_model().await?;
     let host = spec.build()?;
-    process::release_setup_memory();
+    crate::alloc::release_setup_memory();
     let rollout = host.rollout(RolloutOptions {
         batch_size: a.batch_size,
         max_head_offpolicyness: a.max_head_offpolicyness,

@@ -345,7 +345,7 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         batch_size: MAX_ROWS_PER_REQUEST,
         ..a.setup.options()
     });
-    process::release_setup_memory();
+    crate::alloc::release_setup_memory();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let app = Arc::new(AppState {
         rollout,
