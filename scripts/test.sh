@@ -6,16 +6,43 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install/test-env.sh
-# The AReaL venv (once: ~9 min, 9.4 GB, mostly downloads) installs while cargo builds and tests.
+# The venvs of the trainer checks install while cargo builds and tests, each with its output in
+# a private folder (mktemp -d, mode 0700), so nothing another user placed in /tmp can stand in
+# for the files: AReaL's (once: ~9 min, 9.4 GB, mostly downloads) and the trainers' (verl, TRL,
+# OpenRLHF's client; once: ~3 min, 6.5 GB). ROLLBOX_SKIP_AREAL=1 and ROLLBOX_SKIP_TRAINERS=1
+# leave them out of a quick local run; CI runs both.
+bg_pids=()
+bg_dirs=()
+trap 'kill "${bg_pids[@]}" 2>/dev/null || true; rm -rf "${bg_dirs[@]}"' EXIT
+background_install() { # NAME SCRIPT: run SCRIPT, leaving its output in $NAME_dir
+    local dir
+    dir="$(mktemp -d)"
+    "$2" >"$dir/python" 2>"$dir/log" &
+    bg_pids+=("$!")
+    bg_dirs+=("$dir")
+    printf -v "$1_dir" '%s' "$dir"
+    printf -v "$1_pid" '%s' "$!"
+}
+wait_install() { # NAME: wait for its install; set $NAME_python, or fail with its log
+    local pid dir
+    pid="$1_pid"
+    dir="$1_dir"
+    if ! wait "${!pid}"; then
+        cat "${!dir}/log" >&2
+        echo "installing the $1 venv failed (its log above)" >&2
+        exit 1
+    fi
+    printf -v "$1_python" '%s' "$(cat "${!dir}/python")"
+}
 areal=0
+trainers=0
 if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_AREAL:-0}" != 1 ]; then
     areal=1
-    # Its output goes to a private folder (mktemp -d, mode 0700), so nothing another user
-    # placed in /tmp can stand in for the files.
-    areal_dir="$(mktemp -d)"
-    scripts/install/areal-venv.sh >"$areal_dir/python" 2>"$areal_dir/log" &
-    areal_pid=$!
-    trap 'kill "$areal_pid" 2>/dev/null || true; rm -rf "$areal_dir"' EXIT
+    background_install areal scripts/install/areal-venv.sh
+fi
+if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_TRAINERS:-0}" != 1 ]; then
+    trainers=1
+    background_install trainers scripts/install/trainers-venv.sh
 fi
 cargo test --workspace "$@"
 # With no arguments, the `rollbox` Python package too, then its tests, which load the
@@ -31,19 +58,22 @@ if [ $# -eq 0 ]; then
     target_dir="$(cargo metadata --format-version 1 --no-deps |
         "$ROLLBOX_HOST_VENV/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
     install -m 0755 "$target_dir/debug/lib_native.so" python/rollbox/_native.abi3.so
-    PYTHONPATH=python "$ROLLBOX_HOST_VENV/bin/python" -m pytest -q python/tests
+    PYTHONPATH=python "$ROLLBOX_HOST_VENV/bin/python" -m pytest -q python/tests --ignore=python/tests/trainers
+    # rollbox.verl and rollbox.trl against verl 0.9.1 and TRL 1.16 (a 2-step GRPO run on the
+    # CPU), in the trainers' venv (installing since the start, above).
+    if [ "$trainers" = 0 ]; then
+        echo "python/tests/trainers skipped (ROLLBOX_SKIP_TRAINERS=1)"
+    else
+        wait_install trainers
+        PYTHONPATH=python "$trainers_python" -m pytest -q -p no:cacheprovider python/tests/trainers
+    fi
     # rollbox.areal.WasmWorkflow against AReaL 1.0.4's own RLVRWorkflow and WorkflowExecutor,
     # in the AReaL venv (installing since the start, above).
     # ROLLBOX_SKIP_AREAL=1 leaves it out of a quick local run; CI runs it.
     if [ "$areal" = 0 ]; then
         echo "python/tests/areal_parity.py skipped (ROLLBOX_SKIP_AREAL=1)"
     else
-        if ! wait "$areal_pid"; then
-            cat "$areal_dir/log" >&2
-            echo "installing the AReaL venv failed (scripts/install/areal-venv.sh; log above)" >&2
-            exit 1
-        fi
-        areal_python="$(cat "$areal_dir/python")"
+        wait_install areal
         PYTHONPATH=python "$areal_python" python/tests/areal_parity.py 2>&1 | grep -v "Timeout is disabled"
         # The GSM8K example up to the trainer (training needs GPUs and an inference server).
         PYTHONPATH=python "$areal_python" python/examples/areal/gsm8k_rl.py --check \

@@ -6,10 +6,12 @@ own inference engine.
                         config={"reward": "math", "gconfig": {"max_new_tokens": 512}})
     tensors = await host.arun_episode(row, engine=areal_engine)   # dict of numpy arrays
 
-`rollbox.areal.WasmWorkflow` wraps a Host as an AReaL `RolloutWorkflow`.
+`rollbox.areal.WasmWorkflow` wraps a Host as an AReaL `RolloutWorkflow`. `rollbox.Components`
+holds rewards and tools without a workflow; `rollbox.verl.compute_score`, `rollbox.verl_tools`
+and `rollbox.trl.reward_func` put them in verl and TRL.
 """
 
-from ._native import EpisodeError, Host
+from ._native import Components, EpisodeError, Host
 from .areal_types import GenerationHyperparameters, ModelRequest, ModelResponse
 
-__all__ = ["EpisodeError", "GenerationHyperparameters", "Host", "ModelRequest", "ModelResponse"]
+__all__ = ["Components", "EpisodeError", "GenerationHyperparameters", "Host", "ModelRequest", "ModelResponse"]

@@ -38,3 +38,31 @@ class Host:
     def version(self) -> int: ...
     @property
     def sha256(self) -> str: ...
+
+class Components:
+    """Reward and tool components without a workflow, each call in a fresh sandbox."""
+
+    def __init__(
+        self,
+        *,
+        rewards: Mapping[str, str | PathLike[str] | Mapping[str, Any]] | None = None,
+        tools: Mapping[str, str | PathLike[str] | Mapping[str, Any]] | None = None,
+        max_host_memory: str | int | None = None,
+    ) -> None: ...
+    def score(
+        self,
+        name: str,
+        completion: str,
+        *,
+        prompt: str = "",
+        data: Mapping[str, Any] | None = None,
+        prompt_ids: list[int] = ...,
+        completion_ids: list[int] = ...,
+    ) -> Awaitable[dict[str, Any]]: ...
+    def call_tool(self, name: str, args: str | Mapping[str, Any]) -> Awaitable[dict[str, Any]]: ...
+    @property
+    def reward_names(self) -> list[str]: ...
+    @property
+    def tool_names(self) -> list[str]: ...
+    @property
+    def provenance(self) -> dict[str, str]: ...

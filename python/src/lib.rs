@@ -9,6 +9,7 @@
 //! instead. Tensors come back as numpy arrays that own the data read out of the host tensors
 //! (one copy; `torch.from_numpy` shares it).
 
+mod components;
 mod engine;
 mod report;
 
@@ -75,7 +76,7 @@ fn component(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<C
     )))
 }
 
-fn components(
+fn components_of(
     py: Python<'_>,
     what: &Option<Bound<'_, PyDict>>,
 ) -> PyResult<std::collections::BTreeMap<String, ComponentSpec>> {
@@ -153,8 +154,8 @@ impl Host {
                 ));
             }
         };
-        spec.rewards = components(py, &rewards)?;
-        spec.tools = components(py, &tools)?;
+        spec.rewards = components_of(py, &rewards)?;
+        spec.tools = components_of(py, &tools)?;
         spec.tokenizer = tokenizer;
         self::limits(py, &limits, &mut spec)?;
         spec.config = match config {
@@ -248,6 +249,7 @@ impl Host {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Host>()?;
+    m.add_class::<components::Components>()?;
     m.add("EpisodeError", m.py().get_type::<EpisodeError>())?;
     Ok(())
 }

@@ -186,3 +186,65 @@ async fn a_rewards_fuel_alone_turns_metering_on() {
         fingerprint(&report)
     );
 }
+
+/// Rewards and tools without a workflow (`HostSpec::build_components`, what `rollbox.verl` and
+/// `rollbox.trl` call): a reward scores under its call policy; one that never returns is a
+/// timeout fault after every attempt, not a 0.0 and not a hang; a tool answers; unknown names
+/// are errors listing the registered ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn components_score_and_call_outside_any_episode() {
+    let spec: HostSpec = serde_json::from_value(json!({
+        "workflow": "",
+        "rewards": {
+            "math": "math",
+            "spin": {"path": c::REWARD_SPIN, "timeout": "200ms", "retries": 1},
+        },
+        "tools": {"calc": "calculator"},
+    }))
+    .expect("spec");
+    let components = spec.build_components().expect("components");
+    let call = |completion: &str| rollbox_runtime::RewardCall {
+        prompt: String::new(),
+        completion: completion.into(),
+        prompt_ids: vec![],
+        completion_ids: vec![],
+        data: json!({"reward_model": {"ground_truth": "72"}}),
+    };
+    let right = components
+        .score("math", call("so \\boxed{72}"))
+        .await
+        .expect("math");
+    assert_eq!((right.result.expect("scored"), right.attempts), (1.0, 1));
+    let wrong = components.score("math", call("71")).await.expect("math");
+    assert_eq!(wrong.result.expect("scored"), 0.0);
+
+    let start = std::time::Instant::now();
+    let spin = components.score("spin", call("x")).await.expect("spin");
+    assert!(
+        matches!(
+            spin.result,
+            Err(rollbox_runtime::GuestFault::Timeout { limit_ms: 200 })
+        ),
+        "{spin:?}"
+    );
+    assert_eq!(spin.attempts, 2);
+    assert!(start.elapsed() < Duration::from_secs(10), "{spin:?}");
+
+    let calc = components
+        .call_tool("calc", r#"{"expression": "2 ^ 10"}"#.into())
+        .await
+        .expect("calc");
+    assert_eq!(calc.result.expect("called"), r#"{"result":1024.0}"#);
+
+    let e = components
+        .score("nope", call("x"))
+        .await
+        .expect_err("unknown");
+    assert!(e.to_string().contains("registered: math, spin"), "{e}");
+    let e = components
+        .call_tool("nope", "{}".into())
+        .await
+        .expect_err("unknown");
+    assert!(e.to_string().contains("registered: calc"), "{e}");
+    assert_eq!(components.reward_names(), ["math", "spin"]);
+}

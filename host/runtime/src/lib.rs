@@ -96,7 +96,8 @@ pub use services::{Services, reward_reserve, tool_calls_per_episode};
 pub use state::{LogLine, MAX_TABLE_ELEMENTS};
 pub use text::escape_control;
 pub use untrusted::{
-    CallReport, DEFERRED_TEARDOWN_BYTES, MAX_REAP_BACKLOG, MAX_TOOL_DESCRIPTION_BYTES, RewardCall,
+    CallReport, Called, DEFERRED_TEARDOWN_BYTES, MAX_REAP_BACKLOG, MAX_TOOL_DESCRIPTION_BYTES,
+    RewardCall,
 };
 pub use world::{WIT_PACKAGE, WIT_VERSION, WorldKind};
 

@@ -16,7 +16,6 @@ use wasmtime::component::Component;
 
 use crate::bindings;
 use crate::bindings::episode::EpisodeInput;
-use crate::bindings::types::RewardInput;
 use crate::budget::{ADMISSION_WAIT, host_memory};
 use crate::cache::ComponentCache;
 use crate::canary::CanaryReport;
@@ -33,7 +32,10 @@ use crate::limits::MAX_MEMORY_BYTES_CAP;
 use crate::sandbox::{fuel_consumed, guarded, new_store};
 use crate::services::Services;
 use crate::state::{CallCtx, StoreState};
-use crate::untrusted::{CallReport, RewardCall, describe_once, score_once, tool_once};
+use crate::untrusted::{
+    CallReport, Called, RewardCall, call_registered, describe_once, score_once, score_registered,
+    tool_once,
+};
 use crate::world::WorldKind;
 
 /// Epoch tick: how often running guests are checked against their deadline (a guest is stopped
@@ -498,6 +500,40 @@ impl Runtime {
         report
     }
 
+    // Registered rewards and tools, called by the embedder outside any episode.
+
+    /// Score with the reward registered as `name` outside any episode, as a trainer's reward
+    /// function does: its call policy (timeout, retries, limits), the pool's reward slots and
+    /// the host memory budget apply as for a workflow's `rewards.score`. An unknown name is an
+    /// error naming the registered ones.
+    pub async fn score(&self, name: &str, call: RewardCall) -> anyhow::Result<Called<f64>> {
+        let services = self.services();
+        let Some(reg) = services.reward(name) else {
+            anyhow::bail!(
+                "no reward named `{name}` is registered (registered: {})",
+                names_or_none(&services.reward_names())
+            );
+        };
+        Ok(score_registered(name, &reg, call.into(), services).await)
+    }
+
+    /// Call the tool registered as `name` outside any episode with `args` (its JSON arguments),
+    /// under its call policy, as [`Runtime::score`] does for a reward.
+    pub async fn call_registered_tool(
+        &self,
+        name: &str,
+        args: String,
+    ) -> anyhow::Result<Called<String>> {
+        let services = self.services();
+        let Some(reg) = services.tool(name) else {
+            anyhow::bail!(
+                "no tool named `{name}` is registered (registered: {})",
+                names_or_none(&services.tool_names())
+            );
+        };
+        Ok(call_registered(name, &reg, args, services).await)
+    }
+
     // Reward and tool calls, one at a time in a fresh sandbox.
 
     /// Score once with `reward` in a fresh sandbox. A NaN or infinite score is an
@@ -511,14 +547,7 @@ impl Runtime {
         if let Err(message) = self.check_enforceable(&limits) {
             return CallReport::refused(GuestFault::Unenforceable { message });
         }
-        let input = RewardInput {
-            prompt: call.prompt,
-            completion: call.completion,
-            prompt_ids: call.prompt_ids,
-            completion_ids: call.completion_ids,
-            data: call.data.to_string(),
-        };
-        score_once(self.config.fuel, reward, input, limits).await
+        score_once(self.config.fuel, reward, call.into(), limits).await
     }
 
     /// Call `tool` once in a fresh sandbox.
@@ -546,6 +575,14 @@ impl Runtime {
             return CallReport::refused(GuestFault::Unenforceable { message });
         }
         describe_once(self.config.fuel, tool, limits).await
+    }
+}
+
+fn names_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
     }
 }
 

@@ -50,6 +50,18 @@ pub struct RewardCall {
     pub data: serde_json::Value,
 }
 
+impl From<RewardCall> for RewardInput {
+    fn from(call: RewardCall) -> Self {
+        RewardInput {
+            prompt: call.prompt,
+            completion: call.completion,
+            prompt_ids: call.prompt_ids,
+            completion_ids: call.completion_ids,
+            data: call.data.to_string(),
+        }
+    }
+}
+
 pub(crate) async fn score_once(
     fuel: bool,
     reward: &RewardComponent,
@@ -451,6 +463,76 @@ pub(crate) async fn score_with_retries(
         Err(f) => Err(fault_to_error("reward", name, tally.attempts, &f)),
     };
     (result, accounting)
+}
+
+/// A registered reward or tool called by the embedder outside any episode (a trainer's reward
+/// function, a verl tool): the value or the last attempt's fault, and what every attempt cost.
+/// Unlike a workflow's `rewards.score`, a reward that timed out on every attempt is a
+/// [`GuestFault::Timeout`] here, not 0.0: the caller decides what a timeout scores.
+#[derive(Debug)]
+pub struct Called<T> {
+    /// The value, or why the last attempt failed.
+    pub result: Result<T, GuestFault>,
+    /// Wall time of all attempts.
+    pub wall: Duration,
+    /// Fuel consumed by all attempts, when fuel metering is on for the component.
+    pub fuel_consumed: Option<u64>,
+    /// Largest linear memory any attempt reached, bytes.
+    pub peak_memory_bytes: usize,
+    /// Attempts made (1 when the first one succeeded).
+    pub attempts: u32,
+}
+
+impl<T> Called<T> {
+    fn new(result: Result<T, GuestFault>, tally: Tally) -> Self {
+        Called {
+            result,
+            wall: tally.wall,
+            fuel_consumed: tally.fuel,
+            peak_memory_bytes: tally.peak,
+            attempts: tally.attempts,
+        }
+    }
+}
+
+/// [`Called`] for a reward: its call policy, the pool's reward slots and the host memory budget,
+/// as a workflow's `rewards.score` gets them.
+pub(crate) async fn score_registered(
+    name: &str,
+    reg: &Registered<RewardComponent>,
+    input: RewardInput,
+    services: &Services,
+) -> Called<f64> {
+    let (result, tally) = with_retries(CallKind::Reward, name, reg, services, || {
+        score_once(
+            reg.fuel_metering,
+            &reg.component,
+            input.clone(),
+            reg.policy.limits.clone(),
+        )
+    })
+    .await;
+    Called::new(result, tally)
+}
+
+/// [`Called`] for a tool, as [`score_registered`] for a reward.
+pub(crate) async fn call_registered(
+    name: &str,
+    reg: &Registered<ToolComponent>,
+    args: String,
+    services: &Services,
+) -> Called<String> {
+    let (result, tally) = with_retries(CallKind::Tool, name, reg, services, || {
+        tool_once(
+            reg.fuel_metering,
+            &reg.component,
+            name.to_string(),
+            args.clone(),
+            reg.policy.limits.clone(),
+        )
+    })
+    .await;
+    Called::new(result, tally)
 }
 
 /// Tool calls on [`with_retries`]: a tool has no fallback value, so every final failure is an

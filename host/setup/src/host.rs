@@ -9,8 +9,8 @@ use anyhow::Context as _;
 use rollbox_engines::InferenceBackend;
 use rollbox_rollout::{Rollout, RolloutOptions};
 use rollbox_runtime::{
-    CallPolicy, ComponentInfo, ComponentSource, EpisodeReport, EpisodeRequest, Limits, Runtime,
-    RuntimeConfig, Services, WorkflowComponent,
+    CallPolicy, Called, ComponentInfo, ComponentSource, EpisodeReport, EpisodeRequest, Limits,
+    RewardCall, Runtime, RuntimeConfig, Services, WorkflowComponent,
 };
 use rollbox_tokenizer::HostTokenizer;
 
@@ -20,12 +20,52 @@ use crate::spec::HostSpec;
 /// A workflow with its runtime, engine, tokenizer, rewards and tools, built from a
 /// [`HostSpec`]. Cheap to share: [`Host::rollout`] and [`Host::run_episode`] take `&self`.
 pub struct Host {
-    runtime: Arc<Runtime>,
+    components: Components,
     workflow: Arc<WorkflowComponent>,
     tokenizer: Option<Arc<HostTokenizer>>,
     config: serde_json::Value,
     limits: Arc<Limits>,
+}
+
+/// The rewards and tools of a [`HostSpec`] registered in a runtime, without a workflow
+/// ([`HostSpec::build_components`]); every [`Host`] has one too ([`Host::components`]). Each
+/// call runs in a fresh sandbox under the component's call policy, as a workflow's calls do.
+pub struct Components {
+    runtime: Arc<Runtime>,
     provenance: BTreeMap<String, String>,
+}
+
+impl Components {
+    /// Score with the reward registered as `name` (see [`Runtime::score`]).
+    pub async fn score(&self, name: &str, call: RewardCall) -> anyhow::Result<Called<f64>> {
+        self.runtime.score(name, call).await
+    }
+
+    /// Call the tool registered as `name` with its JSON arguments (see
+    /// [`Runtime::call_registered_tool`]).
+    pub async fn call_tool(&self, name: &str, args: String) -> anyhow::Result<Called<String>> {
+        self.runtime.call_registered_tool(name, args).await
+    }
+
+    /// The registered rewards' names.
+    pub fn reward_names(&self) -> Vec<String> {
+        self.runtime.services().reward_names()
+    }
+
+    /// The registered tools' names.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.runtime.services().tool_names()
+    }
+
+    /// rollbox's version and each component's sha256.
+    pub fn provenance(&self) -> &BTreeMap<String, String> {
+        &self.provenance
+    }
+
+    /// The runtime, for what this does not wrap.
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
 }
 
 impl HostSpec {
@@ -58,32 +98,74 @@ impl HostSpec {
         self.build_inner(Some(engine))
     }
 
+    /// Build only the rewards and tools, registered in a runtime without a workflow, engine or
+    /// tokenizer: what a trainer's reward function or tool calls (`rollbox.verl`,
+    /// `rollbox.trl`, the OpenRLHF endpoint of `rollbox serve`). The spec's workflow, engine,
+    /// tokenizer and config are not read.
+    pub fn build_components(&self) -> anyhow::Result<Components> {
+        let policies = self.policies()?;
+        self.register(self.runtime(Services::new())?, policies)
+    }
+
     fn build_inner(&self, engine: Option<Arc<dyn InferenceBackend>>) -> anyhow::Result<Host> {
         let limits = Arc::new(self.limits.apply(Limits::default()).context("limits")?);
         let policies = self.policies()?;
+        let (services, tokenizer) = self.services(engine)?;
+        let mut components = self.register(self.runtime(services)?, policies)?;
+        if let Some(e) = &self.engine {
+            components.provenance.insert("engine".into(), e.to_string());
+        }
+        let source = builtin::resolve("workflow", &self.workflow)?;
+        let workflow = Arc::new(
+            components
+                .runtime
+                .load_workflow(&source)
+                .with_context(|| format!("loading the workflow {}", self.workflow.display()))?,
+        );
+        components
+            .provenance
+            .insert("workflow_sha256".into(), workflow.info().sha256.clone());
+        Ok(Host {
+            components,
+            workflow,
+            tokenizer,
+            config: self.config.clone(),
+            limits,
+        })
+    }
+
+    /// The runtime over `services`, with fuel metering decided from the spec and the host
+    /// memory budget set.
+    fn runtime(&self, services: Services) -> anyhow::Result<Arc<Runtime>> {
         if let Some(bytes) = self.max_host_memory {
             rollbox_runtime::host_memory().set_limit(usize::try_from(bytes).unwrap_or(usize::MAX));
         }
-        let (services, tokenizer) = self.services(engine)?;
         // Fuel metering is decided here, from every limit of the spec, so no entry point can
         // take a fuel limit and forget to meter it (the runtime also refuses a fuel limit it
         // cannot enforce).
         let defaults = RuntimeConfig::default();
-        let runtime = Arc::new(Runtime::new(
+        let runtime = Runtime::new(
             RuntimeConfig {
                 fuel: self.wants_fuel(),
                 max_instances: self.max_instances.unwrap_or(defaults.max_instances),
                 ..defaults
             },
             services,
-        )?);
+        )?;
+        Ok(Arc::new(runtime))
+    }
+
+    /// Register the spec's rewards and tools in `runtime` with their call policies.
+    #[allow(clippy::type_complexity)]
+    fn register(
+        &self,
+        runtime: Arc<Runtime>,
+        policies: Vec<(&'static str, &str, &std::path::Path, CallPolicy)>,
+    ) -> anyhow::Result<Components> {
         let mut provenance = BTreeMap::from([(
             "rollbox_version".to_string(),
             env!("CARGO_PKG_VERSION").to_string(),
         )]);
-        if let Some(e) = &self.engine {
-            provenance.insert("engine".into(), e.to_string());
-        }
         for (kind, name, path, policy) in policies {
             let source = builtin::resolve(kind, path)?;
             let registering = || format!("registering {kind} `{name}` ({})", path.display());
@@ -94,19 +176,8 @@ impl HostSpec {
             .with_context(registering)?;
             provenance.insert(format!("component_sha256.{name}"), info.sha256);
         }
-        let source = builtin::resolve("workflow", &self.workflow)?;
-        let workflow = Arc::new(
-            runtime
-                .load_workflow(&source)
-                .with_context(|| format!("loading the workflow {}", self.workflow.display()))?,
-        );
-        provenance.insert("workflow_sha256".into(), workflow.info().sha256.clone());
-        Ok(Host {
+        Ok(Components {
             runtime,
-            workflow,
-            tokenizer,
-            config: self.config.clone(),
-            limits,
             provenance,
         })
     }
@@ -177,7 +248,8 @@ impl Host {
     /// `config` is replaced by the spec's).
     pub async fn run_episode(&self, mut request: EpisodeRequest) -> EpisodeReport {
         request.config = (&self.config).into();
-        self.runtime
+        self.components
+            .runtime
             .run_episode(&self.workflow, request, self.limits.clone())
             .await
     }
@@ -185,24 +257,24 @@ impl Host {
     /// A rollout controller over this host's workflow, config and limits with `options`.
     pub fn rollout(&self, options: RolloutOptions) -> Rollout {
         Rollout {
-            runtime: self.runtime.clone(),
+            runtime: self.components.runtime.clone(),
             workflow: self.workflow.clone(),
             tokenizer: self.tokenizer.clone(),
             config: self.config.clone(),
             limits: self.limits.clone(),
             options,
-            provenance: self.provenance.clone(),
+            provenance: self.components.provenance.clone(),
         }
     }
 
     /// Set the policy (weight) version stamped on tokens the engine does not stamp itself.
     pub fn set_version(&self, version: i32) {
-        self.runtime.services().set_version(version);
+        self.components.runtime.services().set_version(version);
     }
 
     /// The current policy version.
     pub fn version(&self) -> i32 {
-        self.runtime.services().version()
+        self.components.runtime.services().version()
     }
 
     /// The workflow component (its sha256, world, imports).
@@ -217,12 +289,17 @@ impl Host {
 
     /// What every output records: rollbox's version, the engine, each component's sha256.
     pub fn provenance(&self) -> &BTreeMap<String, String> {
-        &self.provenance
+        &self.components.provenance
+    }
+
+    /// The rewards and tools, to call outside an episode.
+    pub fn components(&self) -> &Components {
+        &self.components
     }
 
     /// The runtime, for what the host does not wrap.
     pub fn runtime(&self) -> &Arc<Runtime> {
-        &self.runtime
+        &self.components.runtime
     }
 }
 

@@ -41,7 +41,7 @@ pub mod model;
 pub mod process;
 mod spec;
 
-pub use host::{Host, inspect};
+pub use host::{Components, Host, inspect};
 pub use spec::{ComponentSpec, HostSpec, LimitError, LimitSpec};
 
 /// The README's embedding example, compiled by `cargo test --doc` so that it stays true.

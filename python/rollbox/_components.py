@@ -1,0 +1,29 @@
+"""One `Components` per distinct set of arguments per process, for the trainer adapters: verl
+and TRL call a reward function per sample, and each call must not reload the components."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from ._native import Components
+
+_CACHE: dict[str, Components] = {}
+_LOCK = threading.Lock()
+
+
+def cached(
+    rewards: dict[str, Any] | None = None,
+    tools: dict[str, Any] | None = None,
+    max_host_memory: str | int | None = None,
+) -> Components:
+    """The process's `Components` for these arguments, loaded on first use."""
+    key = json.dumps([rewards, tools, max_host_memory], sort_keys=True, default=str)
+    with _LOCK:
+        found = _CACHE.get(key)
+        if found is None:
+            found = _CACHE[key] = Components(
+                rewards=rewards, tools=tools, max_host_memory=max_host_memory
+            )
+        return found

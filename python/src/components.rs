@@ -1,0 +1,185 @@
+//! [`Components`]: rewards and tools without a workflow, for the trainers' own reward
+//! functions and tools (`rollbox.verl`, `rollbox.trl`). Each call runs in a fresh sandbox under
+//! the component's call policy and comes back as a dict: a faulting component is a value with
+//! its fault's kind, never an exception or a hang.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use rollbox_host::HostSpec;
+use rollbox_runtime::{Called, GuestFault, RewardCall, Setting};
+
+use crate::{components_of, engine, json_value};
+
+/// Reward and tool components, ready to be called outside any episode.
+#[pyclass(module = "rollbox._native", frozen)]
+pub struct Components {
+    inner: Arc<rollbox_host::Components>,
+}
+
+/// The hint to change `setting` for one component, as `Components(...)` takes it.
+fn hint(setting: &Setting, kind: &str, name: &str) -> String {
+    match setting {
+        Setting::Limit(key) => format!(
+            "raise it for this {kind} with {kind}s={{\"{name}\": {{\"path\": ..., \"{key}\": ...}}}}"
+        ),
+        Setting::HostMemory => {
+            "raise Components(max_host_memory=...) or make fewer calls at once".into()
+        }
+        Setting::Concurrency => "make fewer calls at once".into(),
+    }
+}
+
+/// `called` as a dict: `value_key` (the value, None on a fault), `fault` (the fault's kind,
+/// None on success), `error` (what happened and what to change), `wall_s`, `fuel`,
+/// `peak_memory_bytes` and `attempts`.
+fn to_dict<'py, T: IntoPyObject<'py> + Clone>(
+    py: Python<'py>,
+    called: &Called<T>,
+    value_key: &str,
+    kind: &str,
+    name: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    match &called.result {
+        Ok(v) => {
+            d.set_item(value_key, v.clone())?;
+            d.set_item("fault", py.None())?;
+            d.set_item("error", py.None())?;
+        }
+        Err(f) => {
+            d.set_item(value_key, py.None())?;
+            d.set_item("fault", f.kind())?;
+            d.set_item("error", describe(f, kind, name, called.attempts))?;
+        }
+    }
+    d.set_item("wall_s", called.wall.as_secs_f64())?;
+    d.set_item("fuel", called.fuel_consumed)?;
+    d.set_item("peak_memory_bytes", called.peak_memory_bytes)?;
+    d.set_item("attempts", called.attempts)?;
+    Ok(d)
+}
+
+fn describe(f: &GuestFault, kind: &str, name: &str, attempts: u32) -> String {
+    let what = format!("{kind} `{name}` failed on all {attempts} attempts: {f}");
+    match f.setting() {
+        Some(s) => format!("{what}; {}", hint(&s, kind, name)),
+        None => what,
+    }
+}
+
+#[pymethods]
+impl Components {
+    /// Load the rewards and tools (each a `.wasm` path, a built-in's name, `"PATH,timeout=5s"`
+    /// or `{"path": ..., "timeout": ..., "retries": ..., <limit key>: ...}`).
+    /// `max_host_memory` is the budget every call's memory is reserved from.
+    #[new]
+    #[pyo3(signature = (*, rewards=None, tools=None, max_host_memory=None))]
+    fn new(
+        py: Python<'_>,
+        rewards: Option<Bound<'_, PyDict>>,
+        tools: Option<Bound<'_, PyDict>>,
+        max_host_memory: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Components> {
+        // The workflow of the spec is not read by `build_components`.
+        let mut spec = HostSpec::new(PathBuf::new());
+        spec.rewards = components_of(py, &rewards)?;
+        spec.tools = components_of(py, &tools)?;
+        if let Some(m) = max_host_memory {
+            let text = match m.extract::<String>() {
+                Ok(s) => s,
+                Err(_) => m.extract::<u64>()?.to_string(),
+            };
+            let bytes = rollbox_runtime::parse_size(&text)
+                .map_err(|e| PyValueError::new_err(format!("max_host_memory: {e}")))?;
+            spec.max_host_memory = Some(bytes as u64);
+        }
+        let inner = py
+            .detach(|| spec.build_components())
+            .map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+        Ok(Components {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Score `completion` with the reward `name`, in a fresh sandbox. Awaitable; gives a dict:
+    /// `score` (None when the call faulted), `fault` (`timeout`, `trap`, `out_of_fuel`,
+    /// `memory_limit`, ...; None on success), `error`, `wall_s`, `fuel`, `peak_memory_bytes`,
+    /// `attempts`. `data` is the row the reward reads its reference from (e.g. `answer`).
+    #[pyo3(signature = (name, completion, *, prompt=String::new(), data=None, prompt_ids=Vec::new(), completion_ids=Vec::new()))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
+    fn score<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        completion: String,
+        prompt: String,
+        data: Option<Bound<'py, PyAny>>,
+        prompt_ids: Vec<u32>,
+        completion_ids: Vec<u32>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let data = match data {
+            None => serde_json::json!({}),
+            Some(d) => json_value(py, &d)?,
+        };
+        let call = RewardCall {
+            prompt,
+            completion,
+            prompt_ids,
+            completion_ids,
+            data,
+        };
+        let inner = self.inner.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let called = inner
+                .score(&name, call)
+                .await
+                .map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+            Python::attach(|py| Ok(to_dict(py, &called, "score", "reward", &name)?.unbind()))
+        })
+    }
+
+    /// Call the tool `name` with `args` (a JSON string or a dict), in a fresh sandbox.
+    /// Awaitable; gives a dict as `score` does, with the tool's text under `output`.
+    fn call_tool<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        args: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = if args.is_instance_of::<PyString>() {
+            args.extract::<String>()?
+        } else {
+            engine::dumps(py, &args)?
+        };
+        let inner = self.inner.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let called = inner
+                .call_tool(&name, args)
+                .await
+                .map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+            Python::attach(|py| Ok(to_dict(py, &called, "output", "tool", &name)?.unbind()))
+        })
+    }
+
+    /// The registered rewards' names.
+    #[getter]
+    fn reward_names(&self) -> Vec<String> {
+        self.inner.reward_names()
+    }
+
+    /// The registered tools' names.
+    #[getter]
+    fn tool_names(&self) -> Vec<String> {
+        self.inner.tool_names()
+    }
+
+    /// rollbox's version and each component's sha256.
+    #[getter]
+    fn provenance(&self) -> std::collections::BTreeMap<String, String> {
+        self.inner.provenance().clone()
+    }
+}
