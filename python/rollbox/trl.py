@@ -10,11 +10,20 @@ the row's columns as the dataset ships them (`answer`, `solution`, `ground_truth
 `reward_model.ground_truth`, ...). A completion whose call faulted (hung past `timeout`,
 trapped, out of memory or fuel) gets None, which TRL leaves out of that reward's mean, and the
 faults are counted in the `rollbox/<name>/faults` metric.
+
+`rollout_func(workflow, engine=..., ...)` runs a whole rollbox workflow per prompt in place of
+TRL's generation (`GRPOTrainer(rollout_func=...)`), and `workflow_reward` hands the workflow's
+own reward to TRL:
+
+    trainer = GRPOTrainer(model=..., rollout_func=rollout_func("rlvr", engine="openai:http://vllm:8000",
+                          rewards={"math": "math"}, config={"reward": "math"}),
+                          reward_funcs=[workflow_reward], ...)
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +120,104 @@ def reward_func(component: str = "math", **options: Any) -> RewardFunc:
     """A TRL reward function scoring with `component` (see [`RewardFunc`]); `options`: `name`,
     `max_host_memory`, and the component's `timeout`, `retries`, `max_memory`, `fuel`."""
     return RewardFunc(component, **options)
+
+
+class RolloutFunc:
+    """TRL's `rollout_func(prompts, trainer)` running a rollbox workflow for each prompt (TRL
+    passes them already repeated `num_generations` times): one episode per prompt, all at once,
+    each in a fresh sandbox, generating with rollbox's `engine` (`embedded`, `openai:URL` for
+    TRL's vLLM server, `sglang:URL`, ...).
+
+    The workflow gets the dataset row the prompt came from (found in `trainer.train_dataset`,
+    or `eval_dataset`, by its prompt; `{"prompt": ..., "messages": ...}` when none matches), so
+    its reward reads the reference as it would in a rollout. Returns `prompt_ids` (the tokens
+    before the first trained one), `completion_ids` and `logprobs` (the rest), `env_mask` (1 on
+    the model's tokens, 0 on tool and environment tokens) and `rollbox_reward` (the workflow's
+    reward, None when the episode produced none). An episode that fails or is rejected gives an
+    empty completion and None."""
+
+    def __init__(
+        self,
+        workflow: str = "rlvr",
+        *,
+        engine: str,
+        rewards: dict[str, Any] | None = None,
+        tools: dict[str, Any] | None = None,
+        tokenizer: str | None = None,
+        config: dict[str, Any] | None = None,
+        limits: dict[str, Any] | None = None,
+    ):
+        self.kwargs = {
+            "workflow": str(workflow),
+            "rewards": rewards,
+            "tools": tools,
+            "tokenizer": None if tokenizer is None else str(tokenizer),
+            "engine": engine,
+            "config": config,
+            "limits": limits,
+        }
+        self._rows: dict[int, dict[str, dict]] = {}
+
+    def _host(self):
+        from . import areal
+
+        return areal._host(self.kwargs)
+
+    def _row(self, prompt: Any, trainer: Any) -> dict[str, Any]:
+        key = json.dumps(prompt, sort_keys=True, default=str)
+        for dataset in (getattr(trainer, "train_dataset", None), getattr(trainer, "eval_dataset", None)):
+            if dataset is None or not hasattr(dataset, "__iter__"):
+                continue
+            index = self._rows.get(id(dataset))
+            if index is None:
+                index = self._rows[id(dataset)] = {}
+                for r in dataset:
+                    index.setdefault(json.dumps(r.get("prompt"), sort_keys=True, default=str), dict(r))
+            if key in index:
+                return index[key]
+        return {"prompt": prompt}
+
+    def __call__(self, prompts: list[Any], trainer: Any = None) -> dict[str, list]:
+        host = self._host()
+        rows = []
+        for p in prompts:
+            row = dict(self._row(p, trainer))
+            if "messages" not in row:
+                row["messages"] = p if isinstance(p, list) else [{"role": "user", "content": str(p)}]
+            rows.append(row)
+
+        async def episodes():
+            return await asyncio.gather(
+                *(host.arun_episode(row, report=True, sample_index=i) for i, row in enumerate(rows))
+            )
+
+        out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
+        out["rollbox_reward"] = []
+        for tensors, _report in asyncio.run(episodes()):
+            if tensors is None:
+                for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
+                    out[k].append([])
+                out["rollbox_reward"].append(None)
+                continue
+            ids = tensors["input_ids"][0].tolist()
+            mask = tensors["loss_mask"][0].tolist()
+            p = next((i for i, m in enumerate(mask) if m), len(ids))
+            out["prompt_ids"].append(ids[:p])
+            out["completion_ids"].append(ids[p:])
+            out["logprobs"].append(tensors["logprobs"][0].tolist()[p:])
+            out["env_mask"].append([int(m) for m in mask[p:]])
+            rewards = tensors.get("rewards")
+            out["rollbox_reward"].append(None if rewards is None else float(rewards.reshape(-1)[0]))
+        return out
+
+
+def rollout_func(workflow: str = "rlvr", **kwargs: Any) -> RolloutFunc:
+    """A TRL `rollout_func` running `workflow` (see [`RolloutFunc`])."""
+    return RolloutFunc(workflow, **kwargs)
+
+
+def workflow_reward(completions: list[Any], rollbox_reward: list[float | None] | None = None, **kwargs):
+    """The reward a `rollout_func` workflow computed, as a TRL reward function."""
+    if rollbox_reward is None:
+        raise ValueError("workflow_reward needs rollbox.trl.rollout_func as the trainer's rollout_func")
+    return list(rollbox_reward)

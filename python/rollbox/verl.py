@@ -19,10 +19,24 @@ scores differ where a response states its answer without `####`.
 
 Function tools for `actor_rollout_ref.rollout.multi_turn.function_tool_path`: see
 `rollbox.verl_tools`.
+
+`WasmAgentLoop` (with verl installed) runs a whole rollbox workflow as a verl agent loop, verl's
+`server_manager` answering each generate:
+
+    # agent_loops.yaml, given as actor_rollout_ref.rollout.agent.agent_loop_config_path
+    - name: wasm_agent
+      _target_: rollbox.verl.WasmAgentLoop
+      workflow: rlvr                  # a built-in's name or a .wasm path
+      rewards: {math: math}             # tool_components: {calculator: calculator}
+      config: {reward: math}
+      # tokenizer_path: default actor_rollout_ref.model.tokenizer_path, else model.path
+
+and `actor_rollout_ref.rollout.agent.default_agent_loop=wasm_agent` (or `agent_name` per row).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from . import _components
@@ -113,3 +127,162 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
+
+
+try:  # the agent loop needs verl itself; compute_score does not
+    from verl.experimental.agent_loop.agent_loop import (
+        AgentLoopBase,
+        AgentLoopMetrics,
+        AgentLoopOutput,
+    )
+except Exception:  # noqa: BLE001 - verl absent or incomplete (its agent loop needs verl-core)
+    AgentLoopBase = None
+
+
+class _ServerManagerEngine:
+    """AReaL's `agenerate` over verl's `server_manager.generate` (token in, token out): verl's
+    sampling parameters are kept, the workflow's `max_new_tokens` and stop ids are added, and
+    `length` vs `stop` is inferred (vLLM reports both as `completed`)."""
+
+    def __init__(self, server_manager, sampling_params: dict, eos_ids: set[int], budget: int):
+        self.server_manager = server_manager
+        self.sampling_params = dict(sampling_params)
+        self.eos_ids = eos_ids
+        self.budget = budget
+        self.generate_s = 0.0
+
+    async def agenerate(self, req):
+        from .areal_types import ModelResponse
+
+        max_tokens = max(1, min(int(req.gconfig.max_new_tokens), self.budget))
+        params = {**self.sampling_params, "max_tokens": max_tokens}
+        if req.gconfig.stop_token_ids:
+            params["stop_token_ids"] = list(req.gconfig.stop_token_ids)
+        start = time.monotonic()
+        out = await self.server_manager.generate(
+            request_id=req.rid, prompt_ids=list(req.input_ids), sampling_params=params
+        )
+        self.generate_s += time.monotonic() - start
+        tokens = list(out.token_ids)
+        stops = self.eos_ids | set(req.gconfig.stop_token_ids or [])
+        if out.stop_reason == "aborted":
+            reason = "abort"
+        elif len(tokens) >= max_tokens and (not tokens or tokens[-1] not in stops):
+            reason = "length"
+        else:
+            reason = "stop"
+        version = (out.extra_fields or {}).get("global_steps")
+        return ModelResponse(
+            input_tokens=list(req.input_ids),
+            output_tokens=tokens,
+            output_logprobs=list(out.log_probs or [0.0] * len(tokens)),
+            output_versions=[int(version) if version is not None else -1] * len(tokens),
+            stop_reason=reason,
+        )
+
+
+def to_agent_loop_output(
+    tensors: dict | None, report: dict, response_length: int, generate_s: float, fallback_prompt
+):
+    """An episode's AReaL tensors as verl's `AgentLoopOutput`: the prompt is everything before
+    the first trained token, the response the rest (cut to `response_length`), `loss_mask`
+    becomes `response_mask`, `logprobs` the response's, `rewards` the `reward_score` (verl then
+    skips its own reward for the sample), the policy versions of the trained tokens
+    `min_global_steps`/`max_global_steps`. A rejected or failed episode gives an empty response
+    that trains nothing, with reward 0.0 and the fault in `extra_fields["rollbox_fault"]`."""
+    fault = None if tensors is not None else (report.get("error") or report["outcome"])
+    extra = {"turn_scores": [], "tool_rewards": [], "rollbox_fault": fault}
+    metrics = AgentLoopMetrics(generate_sequences=generate_s)
+    if tensors is None:
+        return AgentLoopOutput(
+            prompt_ids=list(fallback_prompt),
+            response_ids=[],
+            response_mask=[],
+            response_logprobs=[],
+            reward_score=0.0,
+            num_turns=1 + int(report["generate_calls"]),
+            metrics=metrics,
+            extra_fields=extra,
+        )
+    ids = tensors["input_ids"][0].tolist()
+    mask = tensors["loss_mask"][0].tolist()
+    logprobs = tensors["logprobs"][0].tolist()
+    versions = tensors["versions"][0].tolist()
+    p = next((i for i, m in enumerate(mask) if m), len(ids))
+    trained = [v for v, m in zip(versions, mask) if m]
+    if trained:
+        extra["min_global_steps"] = min(trained)
+        extra["max_global_steps"] = max(trained)
+    rewards = tensors.get("rewards")
+    return AgentLoopOutput(
+        prompt_ids=ids[:p],
+        response_ids=ids[p:][:response_length],
+        response_mask=[int(m) for m in mask[p:][:response_length]],
+        response_logprobs=logprobs[p:][:response_length],
+        reward_score=None if rewards is None else float(rewards.reshape(-1)[0]),
+        num_turns=1 + int(report["generate_calls"]),
+        metrics=metrics,
+        extra_fields=extra,
+    )
+
+
+if AgentLoopBase is not None:
+    from verl.experimental.agent_loop.agent_loop import register
+
+    @register("wasm_agent")
+    class WasmAgentLoop(AgentLoopBase):
+        """A rollbox workflow as a verl agent loop (see the module's doc). Each worker process
+        loads the components once per distinct set of arguments; each sample runs in a fresh
+        sandbox. The row reaches the workflow with `raw_prompt` as its `messages`; GRPO groups
+        come from verl's `rollout.n`, one episode per sample."""
+
+        def __init__(
+            self,
+            *args,
+            workflow: str = "rlvr",
+            rewards: dict | None = None,
+            tool_components: dict | None = None,
+            tokenizer_path: str | None = None,
+            config: dict | None = None,
+            limits: dict | None = None,
+            **kwargs,
+        ):
+            # verl's own keywords (its `tokenizer` object, its `tools` list) go to verl; this
+            # loop's are `tokenizer_path` and `tool_components` (rollbox components by name).
+            super().__init__(*args, **kwargs)
+            from . import areal
+
+            self.prompt_length = self.rollout_config.prompt_length
+            self.response_length = self.rollout_config.response_length
+            config = dict(config or {})
+            gconfig = dict(config.get("gconfig") or {})
+            gconfig.setdefault("max_new_tokens", int(self.response_length))
+            config["gconfig"] = gconfig
+            model = self.config.actor_rollout_ref.model
+            tokenizer_path = tokenizer_path or model.get("tokenizer_path") or model.get("path")
+            self.host = areal._host(
+                {
+                    "workflow": str(workflow),
+                    "rewards": _plain(rewards) if rewards else None,
+                    "tools": _plain(tool_components) if tool_components else None,
+                    "tokenizer": None if tokenizer_path is None else str(tokenizer_path),
+                    "config": _plain(config),
+                    "limits": _plain(limits) if limits else None,
+                }
+            )
+            eos = getattr(self.tokenizer, "eos_token_id", None)
+            self.eos_ids = {int(eos)} if eos is not None else set()
+
+        async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
+            row = _plain({k: v for k, v in kwargs.items() if k not in ("priority",)})
+            row.setdefault("messages", row.get("raw_prompt"))
+            engine = _ServerManagerEngine(
+                self.server_manager, sampling_params, self.eos_ids, int(self.response_length)
+            )
+            tensors, report = await self.host.arun_episode(row, engine=engine, report=True)
+            fallback = []
+            if tensors is None:
+                fallback = await self.ct_build_initial_tokens(list(kwargs["raw_prompt"]))
+            return to_agent_loop_output(
+                tensors, report, int(self.response_length), engine.generate_s, fallback
+            )

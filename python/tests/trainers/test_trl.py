@@ -138,3 +138,68 @@ def test_conversational_completions_and_unknown_options():
     assert out == [1.0, 0.0]
     with pytest.raises(ValueError, match="timeout, retries"):
         reward_func("math", timeuot="1s")
+
+
+def test_grpo_step_with_a_workflow_as_rollout_func(tmp_path):
+    """A GRPO step whose completions come from the rlvr workflow on rollbox's embedded engine
+    (TRL's `rollout_func`), scored by the workflow's own sandboxed reward."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rollbox.trl import rollout_func, workflow_reward
+
+    model, tok = model_and_tokenizer()
+    rows = [
+        {"prompt": [{"role": "user", "content": "What is 2+3? Reply with the number."}], "answer": "5"},
+        {"prompt": [{"role": "user", "content": "What is 4+4? Reply with the number."}], "answer": "8"},
+    ]
+    seen = []
+
+    def reward(completions, rollbox_reward=None, **kwargs):
+        out = workflow_reward(completions, rollbox_reward, **kwargs)
+        seen.append((list(completions), out))
+        return out
+
+    rollout = rollout_func(
+        "rlvr",
+        engine="embedded",
+        rewards={"math": "math"},
+        config={"reward": "math", "gconfig": {"max_new_tokens": 8, "temperature": 1.0}},
+    )
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=8,
+        max_steps=1,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        gradient_checkpointing=False,
+        learning_rate=1e-4,
+        seed=0,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tok,
+        rollout_func=rollout,
+    )
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(logs) == 1 and math.isfinite(logs[0]["loss"]), trainer.state.log_history
+    # The workflow found each prompt's row (its reward read `answer`) and scored every episode.
+    assert len(seen) == 1
+    completions, rewards = seen[0]
+    assert len(rewards) == 2 and all(r in (0.0, 1.0) for r in rewards), seen
+    # Its completions are what rlvr generated: at most 8 tokens each.
+    out = rollout([rows[0]["prompt"]] * 2, trainer)
+    assert all(0 < len(c) <= 8 for c in out["completion_ids"]), out
+    assert all(m == [1] * len(c) for m, c in zip(out["env_mask"], out["completion_ids"]))
+    assert all(len(lp) == len(c) for lp, c in zip(out["logprobs"], out["completion_ids"]))
+    assert all(r in (0.0, 1.0) for r in out["rollbox_reward"]), out
