@@ -33,6 +33,30 @@ _HOSTS: dict[str, Host] = {}
 _LOCK = threading.Lock()
 
 
+def host_kwargs(
+    workflow: str,
+    rewards: dict[str, Any] | None = None,
+    tools: dict[str, Any] | None = None,
+    tokenizer: str | None = None,
+    config: dict[str, Any] | None = None,
+    limits: dict[str, Any] | None = None,
+    engine: str | None = None,
+) -> dict[str, Any]:
+    """`Host` arguments as plain JSON-like values (paths as strings): the key of the process's
+    host cache, and what a worker can be sent."""
+    kwargs = {
+        "workflow": str(workflow),
+        "rewards": rewards,
+        "tools": tools,
+        "tokenizer": None if tokenizer is None else str(tokenizer),
+        "config": config,
+        "limits": limits,
+    }
+    if engine is not None:
+        kwargs["engine"] = engine
+    return kwargs
+
+
 def _host(kwargs: dict) -> Host:
     key = json.dumps(kwargs, sort_keys=True, default=str)
     with _LOCK:
@@ -56,14 +80,7 @@ class WasmWorkflow(RolloutWorkflow):
         config: dict[str, Any] | None = None,
         limits: dict[str, Any] | None = None,
     ):
-        self.kwargs = {
-            "workflow": str(workflow),
-            "rewards": rewards,
-            "tools": tools,
-            "tokenizer": None if tokenizer is None else str(tokenizer),
-            "config": config,
-            "limits": limits,
-        }
+        self.kwargs = host_kwargs(workflow, rewards, tools, tokenizer, config, limits)
         self.host = _host(self.kwargs)
 
     async def arun_episode(self, engine, data: dict[str, Any]):

@@ -147,15 +147,9 @@ class RolloutFunc:
         config: dict[str, Any] | None = None,
         limits: dict[str, Any] | None = None,
     ):
-        self.kwargs = {
-            "workflow": str(workflow),
-            "rewards": rewards,
-            "tools": tools,
-            "tokenizer": None if tokenizer is None else str(tokenizer),
-            "engine": engine,
-            "config": config,
-            "limits": limits,
-        }
+        from .areal import host_kwargs
+
+        self.kwargs = host_kwargs(workflow, rewards, tools, tokenizer, config, limits, engine)
         self._rows: dict[int, dict[str, dict]] = {}
 
     def _host(self):

@@ -261,14 +261,14 @@ if AgentLoopBase is not None:
             model = self.config.actor_rollout_ref.model
             tokenizer_path = tokenizer_path or model.get("tokenizer_path") or model.get("path")
             self.host = areal._host(
-                {
-                    "workflow": str(workflow),
-                    "rewards": _plain(rewards) if rewards else None,
-                    "tools": _plain(tool_components) if tool_components else None,
-                    "tokenizer": None if tokenizer_path is None else str(tokenizer_path),
-                    "config": _plain(config),
-                    "limits": _plain(limits) if limits else None,
-                }
+                areal.host_kwargs(
+                    workflow,
+                    _plain(rewards) if rewards else None,
+                    _plain(tool_components) if tool_components else None,
+                    tokenizer_path,
+                    _plain(config),
+                    _plain(limits) if limits else None,
+                )
             )
             eos = getattr(self.tokenizer, "eos_token_id", None)
             self.eos_ids = {int(eos)} if eos is not None else set()

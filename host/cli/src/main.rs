@@ -27,7 +27,7 @@ enum Command {
     Run(Box<cmd::run::RunArgs>),
     /// The main job: a dataset through a workflow, GRPO groups, safetensors batches.
     Rollout(Box<cmd::rollout::RolloutArgs>),
-    /// The rollout controller over HTTP (POST /v1/episodes, POST /v1/version, /healthz, /metrics).
+    /// The rollout controller over HTTP (POST /v1/episodes, POST /v1/version, POST /get_reward, /healthz, /metrics).
     Serve(Box<cmd::serve::ServeArgs>),
 }
 

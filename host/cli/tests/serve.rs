@@ -414,3 +414,107 @@ fn serve_stays_healthy_under_body_and_connection_floods() {
         std::panic::resume_unwind(e);
     }
 }
+
+/// `POST /get_reward`, OpenRLHF's remote reward protocol: each query scored by the named reward
+/// in its own sandbox (the completion is the query after its prompt, the label the row's
+/// `answer`); a reward that never returns scores 0.0 with its fault logged, within its limit;
+/// malformed, mismatched, oversized and misdirected requests get a 4xx naming the problem and
+/// the server goes on serving.
+#[test]
+fn serve_scores_openrlhf_reward_requests() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let spin = format!("spin={},timeout=300ms,retries=0", c::REWARD_SPIN);
+    let (mut child, addr) = start_serve(
+        &[
+            "--reward",
+            "math=math",
+            "--reward",
+            &spin,
+            "--engine",
+            "embedded",
+        ],
+        tmp.path(),
+    );
+    let result = std::panic::catch_unwind(|| {
+        let prompt = "<|im_start|>user\nNatalia sold 48 clips, then 24 more. How many?<|im_end|>\n<|im_start|>assistant\n";
+        let body = json!({
+            "query": [
+                format!("{prompt}48 + 24 = 72, so \\boxed{{72}}<|im_end|>"),
+                format!("{prompt}The answer is 96.<|im_end|>"),
+                // the prompt is not a prefix: the whole query is the completion
+                "she sold 72".to_string(),
+            ],
+            "prompts": [prompt, prompt, prompt],
+            "labels": ["72", "72", 72],
+        });
+        let (code, out) = http(&addr, "POST", "/get_reward?reward=math", &body.to_string());
+        let v: Value = serde_json::from_slice(&out).expect("JSON");
+        assert_eq!(code, 200, "{v}");
+        assert_eq!(v["rewards"], json!([1.0, 0.0, 1.0]), "{v}");
+        assert_eq!(v["scores"], v["rewards"]);
+        assert_eq!(v["extra_logs"]["rollbox_fault"], json!([0.0, 0.0, 0.0]));
+
+        let start = std::time::Instant::now();
+        let one = json!({"query": ["x"], "prompts": [""], "labels": ["1"]}).to_string();
+        let (code, out) = http(&addr, "POST", "/get_reward?reward=spin", &one);
+        let v: Value = serde_json::from_slice(&out).expect("JSON");
+        assert_eq!((code, &v["rewards"]), (200, &json!([0.0])), "{v}");
+        assert_eq!(v["extra_logs"]["rollbox_fault"], json!([1.0]));
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+
+        for (path, body, want, says) in [
+            ("/get_reward", one.clone(), 400, "?reward=NAME"),
+            (
+                "/get_reward?reward=nope",
+                one.clone(),
+                404,
+                "registered: math, spin",
+            ),
+            (
+                "/get_reward?reward=../x",
+                one.clone(),
+                400,
+                "registered reward's name",
+            ),
+            (
+                "/get_reward?reward=math&x=1",
+                one.clone(),
+                400,
+                "unknown query parameter `x`",
+            ),
+            (
+                "/get_reward?reward=math",
+                json!({"query": ["a", "b"], "labels": ["1"]}).to_string(),
+                400,
+                "1 labels for 2 queries",
+            ),
+            (
+                "/get_reward?reward=math",
+                "{\"query\": 3}".into(),
+                400,
+                "invalid type: integer `3`",
+            ),
+            (
+                "/get_reward?reward=math",
+                json!({"query": vec![""; 4097]}).to_string(),
+                413,
+                "at most 4096",
+            ),
+        ] {
+            let (code, out) = http(&addr, "POST", path, &body);
+            let text = String::from_utf8_lossy(&out);
+            assert_eq!(code, want, "{path}: {text}");
+            assert!(text.contains(says), "{path}: {text}");
+        }
+        let (_, metrics) = http(&addr, "GET", "/metrics", "");
+        let text = String::from_utf8_lossy(&metrics);
+        assert!(text.contains("rollbox_reward_samples_total 4"), "{text}");
+        assert!(text.contains("rollbox_reward_faults_total 1"), "{text}");
+        assert_eq!(http(&addr, "GET", "/healthz", ""), (200, b"ok".to_vec()));
+    });
+    child.kill().expect("stop serve");
+    child.wait().expect("reaped");
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

@@ -342,15 +342,6 @@ impl Tally {
             self.fuel = Some(self.fuel.unwrap_or(0) + f);
         }
     }
-
-    fn accounting(&self) -> Accounting {
-        Accounting {
-            wall_us: self.wall.as_micros() as u64,
-            fuel: self.fuel,
-            peak_memory_bytes: self.peak as u64,
-            attempts: self.attempts,
-        }
-    }
 }
 
 /// The guest-visible error for a fault of the last attempt.
@@ -432,17 +423,9 @@ pub(crate) async fn score_with_retries(
     input: RewardInput,
     services: &Services,
 ) -> (Result<ScoreResult, Error>, Accounting) {
-    let (result, tally) = with_retries(CallKind::Reward, name, reg, services, || {
-        score_once(
-            reg.fuel_metering,
-            &reg.component,
-            input.clone(),
-            reg.policy.limits.clone(),
-        )
-    })
-    .await;
-    let accounting = tally.accounting();
-    let result = match result {
+    let called = score_registered(name, reg, input, services).await;
+    let accounting = called.accounting();
+    let result = match called.result {
         Ok(value) => Ok(ScoreResult {
             value,
             timed_out: false,
@@ -452,7 +435,7 @@ pub(crate) async fn score_with_retries(
             tracing::warn!(
                 reward = name,
                 "reward timed out ({limit_ms} ms) on all {} attempts; using 0.0 (the reward's `timeout` option)",
-                tally.attempts
+                called.attempts
             );
             Ok(ScoreResult {
                 value: 0.0,
@@ -460,7 +443,7 @@ pub(crate) async fn score_with_retries(
                 accounting,
             })
         }
-        Err(f) => Err(fault_to_error("reward", name, tally.attempts, &f)),
+        Err(f) => Err(fault_to_error("reward", name, called.attempts, &f)),
     };
     (result, accounting)
 }
@@ -491,6 +474,16 @@ impl<T> Called<T> {
             fuel_consumed: tally.fuel,
             peak_memory_bytes: tally.peak,
             attempts: tally.attempts,
+        }
+    }
+
+    /// The cost as the guest sees it (`accounting`).
+    fn accounting(&self) -> Accounting {
+        Accounting {
+            wall_us: self.wall.as_micros() as u64,
+            fuel: self.fuel_consumed,
+            peak_memory_bytes: self.peak_memory_bytes as u64,
+            attempts: self.attempts,
         }
     }
 }
@@ -543,21 +536,10 @@ pub(crate) async fn call_with_retries(
     args: String,
     services: &Services,
 ) -> Result<ToolResult, Error> {
-    let (result, tally) = with_retries(CallKind::Tool, name, reg, services, || {
-        tool_once(
-            reg.fuel_metering,
-            &reg.component,
-            name.to_string(),
-            args.clone(),
-            reg.policy.limits.clone(),
-        )
-    })
-    .await;
-    match result {
-        Ok(output) => Ok(ToolResult {
-            output,
-            accounting: tally.accounting(),
-        }),
-        Err(f) => Err(fault_to_error("tool", name, tally.attempts, &f)),
+    let called = call_registered(name, reg, args, services).await;
+    let accounting = called.accounting();
+    match called.result {
+        Ok(output) => Ok(ToolResult { output, accounting }),
+        Err(f) => Err(fault_to_error("tool", name, called.attempts, &f)),
     }
 }

@@ -50,9 +50,32 @@ def model_and_tokenizer():
     return model, tok
 
 
+def grpo_config(tmp_path, **overrides):
+    """GRPO on the CPU in fp32 (TRL defaults to bf16 and gradient checkpointing), one prompt's
+    2 generations of at most 8 tokens per step."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=8,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        gradient_checkpointing=False,
+        learning_rate=1e-4,
+        seed=0,
+        **overrides,
+    )
+
+
 def test_grpo_trains_two_steps_on_the_cpu_with_a_sandboxed_reward(tmp_path):
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     model, tok = model_and_tokenizer()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -61,23 +84,7 @@ def test_grpo_trains_two_steps_on_the_cpu_with_a_sandboxed_reward(tmp_path):
         {"prompt": [{"role": "user", "content": "What is 4+4? Reply with the number."}], "answer": "8"},
     ]
     seen = Seen()
-    args = GRPOConfig(
-        output_dir=str(tmp_path),
-        use_cpu=True,
-        bf16=False,
-        fp16=False,
-        per_device_train_batch_size=2,
-        num_generations=2,
-        max_completion_length=8,
-        max_steps=2,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        gradient_checkpointing=False,
-        learning_rate=1e-4,
-        temperature=1.0,
-        seed=0,
-    )
+    args = grpo_config(tmp_path, max_steps=2, temperature=1.0)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[seen],
@@ -144,7 +151,7 @@ def test_grpo_step_with_a_workflow_as_rollout_func(tmp_path):
     """A GRPO step whose completions come from the rlvr workflow on rollbox's embedded engine
     (TRL's `rollout_func`), scored by the workflow's own sandboxed reward."""
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from rollbox.trl import rollout_func, workflow_reward
 
@@ -166,22 +173,7 @@ def test_grpo_step_with_a_workflow_as_rollout_func(tmp_path):
         rewards={"math": "math"},
         config={"reward": "math", "gconfig": {"max_new_tokens": 8, "temperature": 1.0}},
     )
-    args = GRPOConfig(
-        output_dir=str(tmp_path),
-        use_cpu=True,
-        bf16=False,
-        fp16=False,
-        per_device_train_batch_size=2,
-        num_generations=2,
-        max_completion_length=8,
-        max_steps=1,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        gradient_checkpointing=False,
-        learning_rate=1e-4,
-        seed=0,
-    )
+    args = grpo_config(tmp_path, max_steps=1)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward],

@@ -134,3 +134,17 @@ def test_verls_function_tool_loader_registers_the_calculator():
     assert calc.tool_schema.function.parameters.required == ["expression"]
     assert asyncio.run(calc.call({"expression": "(3 + 4) * 2 ^ 3"})) == "56.0"
     assert asyncio.run(calc.call({"expression": "1 / 0"})).startswith("error: tool `calculator`")
+
+
+def test_the_extras_pin_the_versions_tested_here():
+    """`pip install "./python[verl]"` / `[trl]` / `[skyrl]` pin what this venv holds."""
+    import tomllib
+    from importlib.metadata import version
+
+    pyproject = tomllib.loads((ROOT / "python/pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    pins = [p for name in ("verl", "trl", "skyrl") for p in extras[name] if "==" in p]
+    assert pins, extras
+    for pin in pins:
+        name, want = pin.split("==")
+        assert version(name) == want, f"{pin} in pyproject.toml, {version(name)} installed"

@@ -5,6 +5,10 @@
 //!   `safetensors.torch.load`); its metadata holds `trajectories`, `rows`, `stats` and the
 //!   provenance.
 //! * `POST /v1/version` with `{"version": N}`: sets the policy version stamped on new tokens.
+//! * `POST /get_reward[?reward=NAME]`: OpenRLHF's remote reward protocol (`--reward.remote_url`):
+//!   `{"query": [...], "prompts": [...], "labels": [...]}` in, `{"rewards": [...], "scores":
+//!   [...], "extra_logs": {...}}` out, each sample scored by a registered reward component in
+//!   its own sandbox (at most [`MAX_REWARD_SAMPLES`] per request).
 //! * `GET /healthz`: `ok`.
 //! * `GET /metrics`: Prometheus text.
 //!
@@ -25,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -58,6 +62,8 @@ struct Metrics {
     accepted: AtomicU64,
     trajectories: AtomicU64,
     errors: AtomicU64,
+    reward_samples: AtomicU64,
+    reward_faults: AtomicU64,
 }
 
 struct AppState {
@@ -81,6 +87,8 @@ pub const MAX_ROWS_PER_REQUEST: usize = 16_384;
 /// What one request's rows may take once parsed (their JSON text and each row's bookkeeping):
 /// 4× the body cap.
 pub const MAX_PARSED_BYTES: usize = 4 * MAX_BODY_BYTES;
+/// Samples in one `POST /get_reward`.
+pub const MAX_REWARD_SAMPLES: usize = 4096;
 /// Largest `POST /v1/version` body.
 const MAX_VERSION_BODY_BYTES: usize = 4 << 10;
 /// Bookkeeping counted per parsed row beyond its text.
@@ -279,6 +287,184 @@ async fn run_rows(app: &AppState, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
     )?)
 }
 
+/// OpenRLHF's remote reward request: the decoded prompt + response of each sample, its prompt
+/// and its label (the dataset's `--data.label_key` value).
+#[derive(serde::Deserialize)]
+struct RewardRequest {
+    query: Vec<String>,
+    #[serde(default)]
+    prompts: Option<Vec<String>>,
+    #[serde(default)]
+    labels: Option<Vec<serde_json::Value>>,
+}
+
+/// `POST /get_reward`: each sample scored by the reward named in `?reward=NAME` (or the only
+/// one registered). The completion is the query after its prompt (OpenRLHF sends the prompt and
+/// response decoded together), the label is the row's `answer` (and `label`). A call that
+/// faults scores 0.0 and counts in `extra_logs.rollbox_fault`; the request still succeeds.
+async fn get_reward(
+    State(app): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+    body: axum::body::Body,
+) -> Response {
+    let body = match read_body(body, MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let runtime = app.rollout.runtime.clone();
+    let names = runtime.services().reward_names();
+    let name = match reward_param(query.as_deref()) {
+        Ok(Some(n)) if names.contains(&n) => n,
+        Ok(Some(n)) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "no reward named `{n}` is registered (registered: {}; add one with --reward NAME=PATH)",
+                    names.join(", ")
+                ),
+            );
+        }
+        Ok(None) if names.len() == 1 => names[0].clone(),
+        Ok(None) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "several rewards are registered ({}): name one with ?reward=NAME",
+                    names.join(", ")
+                ),
+            );
+        }
+        Err(m) => return error(StatusCode::BAD_REQUEST, m),
+    };
+    let Ok(_slot) = app.parse_slots.acquire().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into());
+    };
+    let parsed =
+        tokio::task::spawn_blocking(move || serde_json::from_slice::<RewardRequest>(&body)).await;
+    drop(_slot);
+    let request = match parsed {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(r#"expected {{"query": [...], "prompts": [...], "labels": [...]}}: {e}"#),
+            );
+        }
+        Err(e) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("parsing the body failed: {e}"),
+            );
+        }
+    };
+    let n = request.query.len();
+    if n > MAX_REWARD_SAMPLES {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("{n} samples; at most {MAX_REWARD_SAMPLES} per request"),
+        );
+    }
+    for (what, len) in [
+        ("prompts", request.prompts.as_ref().map(Vec::len)),
+        ("labels", request.labels.as_ref().map(Vec::len)),
+    ] {
+        if let Some(len) = len.filter(|&l| l != n) {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("{len} {what} for {n} queries: send one per query"),
+            );
+        }
+    }
+    let mut calls = tokio::task::JoinSet::new();
+    for (i, query) in request.query.into_iter().enumerate() {
+        let prompt = request
+            .prompts
+            .as_ref()
+            .map(|p| p[i].clone())
+            .unwrap_or_default();
+        let label = request
+            .labels
+            .as_ref()
+            .map(|l| l[i].clone())
+            .unwrap_or(serde_json::Value::Null);
+        let completion = query
+            .strip_prefix(prompt.as_str())
+            .map(str::to_string)
+            .unwrap_or(query);
+        let call = rollbox_runtime::RewardCall {
+            prompt,
+            completion,
+            prompt_ids: vec![],
+            completion_ids: vec![],
+            data: serde_json::json!({"answer": label, "label": label}),
+        };
+        let (runtime, name) = (runtime.clone(), name.clone());
+        calls.spawn(async move { (i, runtime.score(&name, call).await) });
+    }
+    let mut rewards = vec![0.0; n];
+    let mut faults = vec![0.0; n];
+    let mut millis = vec![0.0; n];
+    while let Some(joined) = calls.join_next().await {
+        let (i, called) = match joined {
+            Ok((i, Ok(called))) => (i, called),
+            Ok((_, Err(e))) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
+            Err(e) => {
+                return error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("a reward call failed: {e}"),
+                );
+            }
+        };
+        millis[i] = called.wall.as_secs_f64() * 1e3;
+        match called.result {
+            Ok(v) => rewards[i] = v,
+            Err(_) => faults[i] = 1.0,
+        }
+    }
+    let m = &app.metrics;
+    m.reward_samples.fetch_add(n as u64, Ordering::Relaxed);
+    m.reward_faults.fetch_add(
+        faults.iter().filter(|&&f| f > 0.0).count() as u64,
+        Ordering::Relaxed,
+    );
+    axum::Json(serde_json::json!({
+        "rewards": rewards,
+        "scores": rewards,
+        "extra_logs": {"rollbox_fault": faults, "rollbox_reward_ms": millis},
+    }))
+    .into_response()
+}
+
+/// The `reward=NAME` parameter of a query string, if any; any other parameter, or `reward`
+/// twice, is refused.
+fn reward_param(query: Option<&str>) -> Result<Option<String>, String> {
+    let mut reward = None;
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key != "reward" {
+            return Err(format!(
+                "unknown query parameter `{key}`; the one accepted is `reward`"
+            ));
+        }
+        let ok = !value.is_empty()
+            && value.len() <= 128
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+        if !ok {
+            return Err("`reward` must be a registered reward's name".into());
+        }
+        if reward.replace(value.to_string()).is_some() {
+            return Err("`reward` is given twice; name one reward".into());
+        }
+    }
+    Ok(reward)
+}
+
 async fn version(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Response {
     let body = match read_body(body, MAX_VERSION_BODY_BYTES).await {
         Ok(b) => b,
@@ -320,6 +506,16 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
             &m.trajectories,
         ),
         ("request_errors_total", "Requests that failed.", &m.errors),
+        (
+            "reward_samples_total",
+            "Samples scored by POST /get_reward.",
+            &m.reward_samples,
+        ),
+        (
+            "reward_faults_total",
+            "POST /get_reward samples whose reward call faulted (scored 0.0).",
+            &m.reward_faults,
+        ),
     ] {
         let v = v.load(Ordering::Relaxed);
         text.push_str(&format!(
@@ -355,6 +551,7 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
     let router = Router::new()
         .route("/v1/episodes", post(episodes))
         .route("/v1/version", post(version))
+        .route("/get_reward", post(get_reward))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
         .with_state(app);
