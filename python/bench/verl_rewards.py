@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -44,8 +45,9 @@ def rows(n: int) -> list[dict]:
     return out
 
 
-def child(side: str, n: int) -> None:
-    """One side in this process: load the manager, time the first call, then all n at once."""
+def child(side: str, n: int, out: str) -> None:
+    """One side in this process: load the manager, time the first call, then all n at once;
+    the figures go to the file `out`."""
     import asyncio
 
     import torch
@@ -98,7 +100,7 @@ def child(side: str, n: int) -> None:
     results = rm.loop.run_until_complete(all_of_them())
     wall = time.perf_counter() - start
     lat = sorted(r[0] for r in results)
-    print(
+    Path(out).write_text(
         json.dumps(
             {
                 "side": side,
@@ -111,8 +113,7 @@ def child(side: str, n: int) -> None:
             }
         )
     )
-    sys.stdout.flush()
-    os._exit(0)  # verl's process pool and Ray state need no orderly teardown here
+    os._exit(0)  # verl's spawn pool is killed with this process group by the parent
 
 
 def main() -> None:
@@ -120,9 +121,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--n", type=int, default=512)
     ap.add_argument("--child", choices=["rollbox", "verl"])
+    ap.add_argument("--out")
     a = ap.parse_args()
     if a.child:
-        child(a.child, a.n)
+        child(a.child, a.n, a.out)
         return
     wrapper = Path(os.environ.get("TMPDIR", "/tmp")) / f"verl_math_verify_{os.getpid()}.py"
     wrapper.write_text(VERL_WRAPPER)
@@ -131,11 +133,22 @@ def main() -> None:
     try:
         for rnd in range(a.rounds):
             for side in ("rollbox", "verl") if rnd % 2 == 0 else ("verl", "rollbox"):
-                out = subprocess.run(
-                    [sys.executable, __file__, "--child", side, "--n", str(a.n)],
-                    env=env, capture_output=True, text=True, check=True,
+                out = wrapper.with_suffix(f".{side}.json")
+                # Its own process group: verl's math-verify pool (spawned workers) dies with it.
+                p = subprocess.Popen(
+                    [sys.executable, __file__, "--child", side, "--n", str(a.n), "--out", str(out)],
+                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    start_new_session=True,
                 )
-                r = json.loads(out.stdout.strip().splitlines()[-1])
+                code = p.wait()
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                if code != 0:
+                    raise SystemExit(f"the {side} run failed ({code}); rerun it with --child {side}")
+                r = json.loads(out.read_text())
+                out.unlink()
                 results[side].append(r)
                 print(
                     f"round {rnd} {side:8s} first call {r['first_call_s']:.2f} s, "
