@@ -4,7 +4,10 @@
         "import importlib.util; print(importlib.util.find_spec('rollbox.verl_tools').origin)")
 
 verl 0.9 ships no tool implementations of its own; this file registers `calculator`
-(arithmetic, the built-in `calculator` component) with verl's `@function_tool`. Each call runs
+(arithmetic, the built-in `calculator` component) with verl's `@function_tool`, and
+`python_exec` (model-written Python in a fresh interpreter per call: no files, network or
+processes) when `ROLLBOX_PYTHON_EXEC` names the python-exec component
+(`scripts/guests/build-python-exec.sh` builds it). Each call runs
 in a fresh sandbox (5 s, 128 MiB by default); a call that faults returns its error as the
 tool's text, so the model sees it and the rollout goes on. verl loads this file by path; do not
 also import it (verl refuses a tool name registered twice).
@@ -13,16 +16,18 @@ also import it (verl refuses a tool name registered twice).
 from __future__ import annotations
 
 import json
+import os
 
 from verl.tools.function_tool import function_tool
 
 from rollbox import _components  # absolute: verl loads this file by path
 
 
-async def _call(tool: str, args: dict) -> str:
-    r = await _components.cached(tools={tool: tool}).call_tool(tool, args)
+async def _call(tool: str, args: dict, path: str | None = None) -> str:
+    r = await _components.cached(tools={tool: path or tool}).call_tool(tool, args)
     if r["fault"] is not None:
-        return f"error: {r['error']}"
+        # What the model sees: what happened, without the operator's hint after the `;`.
+        return f"error: {r['error'].split('; ')[0]}"
     return r["output"]
 
 
@@ -38,3 +43,29 @@ async def calculator(expression: str) -> str:
         return str(json.loads(out)["result"])
     except (ValueError, KeyError, TypeError):
         return out
+
+
+_PYTHON_EXEC = os.environ.get("ROLLBOX_PYTHON_EXEC")
+
+if _PYTHON_EXEC:
+
+    @function_tool
+    async def python_exec(code: str) -> str:
+        """Run Python code and return what it printed and the value of its last expression.
+
+        Args:
+            code: The Python source to run; the standard library is there, files, network and processes are not.
+        """
+        out = await _call("python-exec", {"code": code}, _PYTHON_EXEC)
+        try:
+            r = json.loads(out)
+        except (ValueError, TypeError):
+            return out
+        if not isinstance(r, dict):
+            return out
+        text = r.get("stdout") or ""
+        if r.get("value") is not None:
+            text += ("" if not text or text.endswith("\n") else "\n") + str(r["value"])
+        if not r.get("ok", True):
+            text += str(r.get("error") or r.get("error_type"))
+        return text

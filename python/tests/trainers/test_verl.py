@@ -134,6 +134,43 @@ def test_verls_function_tool_loader_registers_the_calculator():
     assert calc.tool_schema.function.parameters.required == ["expression"]
     assert asyncio.run(calc.call({"expression": "(3 + 4) * 2 ^ 3"})) == "56.0"
     assert asyncio.run(calc.call({"expression": "1 / 0"})).startswith("error: tool `calculator`")
+    assert "python_exec" not in tools  # only with ROLLBOX_PYTHON_EXEC
+
+
+def test_python_exec_runs_model_code_in_the_sandbox(tmp_path):
+    """With ROLLBOX_PYTHON_EXEC, the file also registers `python_exec` (loaded in a fresh
+    process: verl keeps a file's tools once loaded): output and last value come back, files
+    are not there, an exception is text for the model, and a loop is stopped at the 5 s
+    limit."""
+    import subprocess
+    import sys
+
+    wasm = ROOT / "target/wasm-guests/python/python_exec_tool.wasm"
+    assert wasm.exists(), f"{wasm} is built by `cargo test --workspace`"
+    script = """
+import asyncio, importlib.util
+from verl.tools.function_tool import load_function_tools_from_path
+path = importlib.util.find_spec("rollbox.verl_tools").origin
+tools = {t.name: t for t in load_function_tools_from_path(path)}
+run = lambda code: asyncio.run(tools["python_exec"].call({"code": code}))
+print(repr(run("print(6 * 7)")))
+print(repr(run("sum(range(10))")))
+print(repr(run("open('/etc/passwd').read()")))
+print(repr(run("1 / 0")))
+print(repr(run("while True: pass")))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "ROLLBOX_PYTHON_EXEC": str(wasm)},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == repr("42\n"), lines
+    assert lines[1] == repr("45"), lines
+    assert "Error" in lines[2] and "root:" not in lines[2], lines
+    assert "ZeroDivisionError" in lines[3], lines
+    assert lines[4].startswith("'error: tool `python-exec` failed") and "timed out" in lines[4], lines
 
 
 def test_the_extras_pin_the_versions_tested_here():
