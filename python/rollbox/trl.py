@@ -150,7 +150,9 @@ class RolloutFunc:
         from .areal import host_kwargs
 
         self.kwargs = host_kwargs(workflow, rewards, tools, tokenizer, config, limits, engine)
-        self._rows: dict[int, dict[str, dict]] = {}
+        # Per dataset: its prompts' JSON -> the first row index holding it. Only the prompt
+        # column is read to build it; a row is fetched when its prompt comes up.
+        self._index: dict[int, tuple[Any, dict[str, int]]] = {}
 
     def _host(self):
         from . import areal
@@ -160,15 +162,21 @@ class RolloutFunc:
     def _row(self, prompt: Any, trainer: Any) -> dict[str, Any]:
         key = json.dumps(prompt, sort_keys=True, default=str)
         for dataset in (getattr(trainer, "train_dataset", None), getattr(trainer, "eval_dataset", None)):
-            if dataset is None or not hasattr(dataset, "__iter__"):
+            if dataset is None or not hasattr(dataset, "__getitem__"):
                 continue
-            index = self._rows.get(id(dataset))
-            if index is None:
-                index = self._rows[id(dataset)] = {}
-                for r in dataset:
-                    index.setdefault(json.dumps(r.get("prompt"), sort_keys=True, default=str), dict(r))
-            if key in index:
-                return index[key]
+            held = self._index.get(id(dataset))
+            if held is None or held[0] is not dataset:
+                try:
+                    column = dataset["prompt"]  # a Hugging Face Dataset reads one column
+                except (KeyError, TypeError, IndexError):
+                    column = [r.get("prompt") for r in dataset]
+                index: dict[str, int] = {}
+                for i, p in enumerate(column):
+                    index.setdefault(json.dumps(p, sort_keys=True, default=str), i)
+                held = self._index[id(dataset)] = (dataset, index)
+            i = held[1].get(key)
+            if i is not None:
+                return dict(dataset[i])
         return {"prompt": prompt}
 
     def __call__(self, prompts: list[Any], trainer: Any = None) -> dict[str, list]:
