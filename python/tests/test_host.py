@@ -10,6 +10,7 @@ Run by scripts/test.sh after `maturin develop` (ROLLBOX_* paths from tests/build
 import asyncio
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -278,3 +279,25 @@ def test_areal_types_have_one_source():
     assert rollbox.ModelRequest is installed.ModelRequest
     g = rollbox.GenerationHyperparameters().new(max_new_tokens=8)
     assert (g.max_new_tokens, g.top_k, g.max_tokens) == (8, int(1e8), 32768)
+
+
+def test_components_enforce_each_components_limits():
+    """`rollbox.Components` (what the verl, TRL and SkyRL adapters call) enforces a
+    component's `fuel`: a looping reward ends out of fuel long before its 60 s timeout, as a
+    fault naming the option to raise, never as an exception; an unknown name raises."""
+    spin = GUESTS / "reward_spin.wasm"
+    c = rollbox.Components(
+        rewards={"spin": {"path": str(spin), "fuel": 10_000_000, "timeout": "60s", "retries": 0}}
+    )
+    start = time.monotonic()
+    r = asyncio.run(_score(c, "spin"))
+    assert r["fault"] == "out_of_fuel" and r["score"] is None, r
+    assert r["fuel"] is not None and r["fuel"] >= 10_000_000, r
+    assert '"fuel": ...' in r["error"], r["error"]
+    assert time.monotonic() - start < 20
+    with pytest.raises(ValueError, match="registered: spin"):
+        asyncio.run(_score(c, "nope"))
+
+
+async def _score(c, name):
+    return await c.score(name, "x", data={"answer": "1"})
