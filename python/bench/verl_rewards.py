@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -126,7 +127,10 @@ def main() -> None:
     if a.child:
         child(a.child, a.n, a.out)
         return
-    wrapper = Path(os.environ.get("TMPDIR", "/tmp")) / f"verl_math_verify_{os.getpid()}.py"
+    # The wrapper and each child's figures live in a private folder (mkdtemp, mode 0700): a
+    # name another user pre-placed in /tmp cannot stand in for them.
+    private = tempfile.TemporaryDirectory(prefix="verl-rewards-")
+    wrapper = Path(private.name) / "verl_math_verify.py"
     wrapper.write_text(VERL_WRAPPER)
     env = {**os.environ, "VERL_WRAPPER": str(wrapper)}
     results = {"rollbox": [], "verl": []}
@@ -156,7 +160,7 @@ def main() -> None:
                     flush=True,
                 )
     finally:
-        wrapper.unlink(missing_ok=True)
+        private.cleanup()
     a_scores, b_scores = results["rollbox"][0]["scores"], results["verl"][0]["scores"]
     agree = sum(x == y for x, y in zip(a_scores, b_scores))
     print(f"scores agree on {agree} of {len(a_scores)} completions "
