@@ -18,7 +18,12 @@ it is not verl's `openai/gsm8k` rule (a strict `#### N` regex over the last 300 
 scores differ where a response states its answer without `####`.
 
 Function tools for `actor_rollout_ref.rollout.multi_turn.function_tool_path`: see
-`rollbox.verl_tools`.
+`rollbox.verl_tools` (a calculator and python_exec, ready made), or name any rollbox tool
+components in a file of your own, each offered with the schema its component describes:
+
+    # my_tools.py, given as multi_turn.function_tool_path
+    from rollbox.verl import register_function_tools
+    register_function_tools({"python": "/models/python_exec.wasm", "calculator": "calculator"})
 
 `WasmAgentLoop` (with verl installed) runs a whole rollbox workflow as a verl agent loop, verl's
 `server_manager` answering each generate:
@@ -129,6 +134,64 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def tool_text(result: dict[str, Any]) -> str:
+    """What the model sees of a `Components.call_tool` result: the tool's output, or for a
+    fault `error: ` and what happened (without the operator's hint after the `;`)."""
+    if result["fault"] is not None:
+        return f"error: {result['error'].split('; ')[0]}"
+    return result["output"]
+
+
+def _component_tool(components, name: str):
+    """One rollbox tool component as a verl function: keyword arguments in, text out."""
+
+    async def call(**args: Any) -> str:
+        return tool_text(await components.call_tool(name, args))
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+def function_tools(tools: dict[str, Any], max_host_memory: str | int | None = None) -> list:
+    """rollbox tool components (name -> a built-in's name, a `.wasm` path or a spec with limits)
+    as verl `FunctionTool`s, in name order, each with the schema its component describes (what
+    rollbox's own tool-agent offers the model). Each call runs in a fresh sandbox; its output
+    is the tool's text unchanged, a fault is `error: ...` text (the rollout goes on). For
+    verl's `ToolAgentLoop` directly (`tools=ToolListWrap(function_tools(...))`); see
+    `register_function_tools` for `function_tool_path`."""
+    from verl.tools.function_tool import FunctionTool
+    from verl.tools.schemas import OpenAIFunctionToolSchema
+
+    components = _components.cached(tools=_plain(tools), max_host_memory=max_host_memory)
+    out = []
+    for schema in components.tool_schemas():
+        name = schema["function"]["name"]
+        out.append(
+            FunctionTool(
+                name=name,
+                fn=_component_tool(components, name),
+                tool_schema=OpenAIFunctionToolSchema.model_validate(schema),
+                is_async=True,
+            )
+        )
+    return out
+
+
+def register_function_tools(
+    tools: dict[str, Any], max_host_memory: str | int | None = None
+) -> list[str]:
+    """Register `function_tools(tools)` with verl's `@function_tool` registry (call it from the
+    file named by `multi_turn.function_tool_path`); returns the names. verl refuses a name
+    registered twice."""
+    from verl.tools.function_tool import function_tool
+
+    names = []
+    for tool in function_tools(tools, max_host_memory):
+        function_tool(tool.name, schema=tool.tool_schema)(tool.fn)
+        names.append(tool.name)
+    return names
+
+
 try:  # the agent loop needs verl itself; compute_score does not
     from verl.experimental.agent_loop.agent_loop import (
         AgentLoopBase,
@@ -149,12 +212,18 @@ class _ServerManagerEngine:
         self.sampling_params = dict(sampling_params)
         self.eos_ids = eos_ids
         self.budget = budget
+        self.prompt_len: int | None = None
         self.generate_s = 0.0
 
     async def agenerate(self, req):
         from .areal_types import ModelResponse
 
-        max_tokens = max(1, min(int(req.gconfig.max_new_tokens), self.budget))
+        # verl's `response_length` bounds the whole response, tool tokens included: each turn
+        # gets what the turns before it left.
+        if self.prompt_len is None:
+            self.prompt_len = len(req.input_ids)
+        left = self.budget - (len(req.input_ids) - self.prompt_len)
+        max_tokens = max(1, min(int(req.gconfig.max_new_tokens), left))
         params = {**self.sampling_params, "max_tokens": max_tokens}
         if req.gconfig.stop_token_ids:
             params["stop_token_ids"] = list(req.gconfig.stop_token_ids)
@@ -209,6 +278,8 @@ def to_agent_loop_output(
     logprobs = tensors["logprobs"][0].tolist()
     versions = tensors["versions"][0].tolist()
     p = next((i for i, m in enumerate(mask) if m), len(ids))
+    # verl counts the prompt, each generation and each run of context (tool) tokens after it.
+    context_runs = sum(1 for i in range(p + 1, len(mask)) if not mask[i] and mask[i - 1])
     trained = [v for v, m in zip(versions, mask) if m]
     if trained:
         extra["min_global_steps"] = min(trained)
@@ -220,7 +291,7 @@ def to_agent_loop_output(
         response_mask=[int(m) for m in mask[p:][:response_length]],
         response_logprobs=logprobs[p:][:response_length],
         reward_score=None if rewards is None else float(rewards.reshape(-1)[0]),
-        num_turns=1 + int(report["generate_calls"]),
+        num_turns=1 + int(report["generate_calls"]) + context_runs,
         metrics=metrics,
         extra_fields=extra,
     )
@@ -257,6 +328,8 @@ if AgentLoopBase is not None:
             config = dict(config or {})
             gconfig = dict(config.get("gconfig") or {})
             gconfig.setdefault("max_new_tokens", int(self.response_length))
+            # A multi-turn workflow stops where verl would cut the sample anyway.
+            gconfig.setdefault("max_tokens", int(self.prompt_length) + int(self.response_length))
             config["gconfig"] = gconfig
             model = self.config.actor_rollout_ref.model
             tokenizer_path = tokenizer_path or model.get("tokenizer_path") or model.get("path")

@@ -21,14 +21,11 @@ import os
 from verl.tools.function_tool import function_tool
 
 from rollbox import _components  # absolute: verl loads this file by path
+from rollbox.verl import tool_text
 
 
 async def _call(tool: str, args: dict, path: str | None = None) -> str:
-    r = await _components.cached(tools={tool: path or tool}).call_tool(tool, args)
-    if r["fault"] is not None:
-        # What the model sees: what happened, without the operator's hint after the `;`.
-        return f"error: {r['error'].split('; ')[0]}"
-    return r["output"]
+    return tool_text(await _components.cached(tools={tool: path or tool}).call_tool(tool, args))
 
 
 @function_tool

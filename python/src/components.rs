@@ -165,6 +165,18 @@ impl Components {
         })
     }
 
+    /// The registered tools' OpenAI schemas (a list of dicts, in name order), each from the
+    /// tool's own `describe`: what a workflow gets from `tools.schemas`. Blocks while the tools
+    /// describe themselves (each in a fresh sandbox), with the GIL released.
+    fn tool_schemas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let inner = self.inner.clone();
+        let schemas = py
+            .detach(|| pyo3_async_runtimes::tokio::get_runtime().block_on(inner.tool_schemas()))
+            .map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+        py.import("json")?
+            .call_method1("loads", (schemas.to_string(),))
+    }
+
     /// The registered rewards' names.
     #[getter]
     fn reward_names(&self) -> Vec<String> {

@@ -301,3 +301,14 @@ def test_components_enforce_each_components_limits():
 
 async def _score(c, name):
     return await c.score(name, "x", data={"answer": "1"})
+
+
+def test_components_give_each_tools_schema_from_its_describe():
+    """`tool_schemas()` is what a workflow gets from `tools.schemas`: one OpenAI schema per
+    tool, under the name it was registered as, in name order."""
+    c = rollbox.Components(tools={"calc": "calculator", "arith": "calculator"})
+    schemas = c.tool_schemas()
+    assert [s["function"]["name"] for s in schemas] == ["arith", "calc"]
+    assert all(s["type"] == "function" for s in schemas)
+    assert schemas[0]["function"]["parameters"]["required"] == ["expression"]
+    assert rollbox.Components().tool_schemas() == []

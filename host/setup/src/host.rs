@@ -47,6 +47,15 @@ impl Components {
         self.runtime.call_registered_tool(name, args).await
     }
 
+    /// The registered tools' OpenAI schemas, each from the tool's own `describe`, in name
+    /// order: what workflows get from `tools.schemas`.
+    pub async fn tool_schemas(&self) -> anyhow::Result<serde_json::Value> {
+        self.runtime
+            .tool_schemas()
+            .await
+            .map_err(anyhow::Error::msg)
+    }
+
     /// The registered rewards' names.
     pub fn reward_names(&self) -> Vec<String> {
         self.runtime.services().reward_names()

@@ -137,6 +137,25 @@ def test_verls_function_tool_loader_registers_the_calculator():
     assert "python_exec" not in tools  # only with ROLLBOX_PYTHON_EXEC
 
 
+def test_register_function_tools_offers_any_component_with_its_own_schema(tmp_path):
+    """A user's `function_tool_path` file naming rollbox components: verl's loader finds each
+    under the name given, with the schema the component describes."""
+    from verl.tools.function_tool import FUNCTION_TOOL_REGISTRY, load_function_tools_from_path
+
+    path = tmp_path / "my_tools.py"
+    path.write_text(
+        "from rollbox.verl import register_function_tools\n"
+        "register_function_tools({'arith': 'calculator'})\n"
+    )
+    tools = {t.name: t for t in load_function_tools_from_path(str(path))}
+    assert list(tools) == ["arith"] and FUNCTION_TOOL_REGISTRY["arith"] is tools["arith"]
+    schema = tools["arith"].tool_schema
+    assert schema.function.name == "arith"
+    assert "expression" in schema.function.parameters.properties
+    # The component's own output, unchanged.
+    assert asyncio.run(tools["arith"].call({"expression": "6 * 7"})) == '{"result":42.0}'
+
+
 def test_python_exec_runs_model_code_in_the_sandbox(tmp_path):
     """With ROLLBOX_PYTHON_EXEC, the file also registers `python_exec` (loaded in a fresh
     process: verl keeps a file's tools once loaded): output and last value come back, files
