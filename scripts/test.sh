@@ -9,7 +9,7 @@ source scripts/install/test-env.sh
 # The venvs of the trainer checks install while cargo builds and tests, each with its output in
 # a private folder (mktemp -d, mode 0700), so nothing another user placed in /tmp can stand in
 # for the files: AReaL's (once: ~9 min, 9.4 GB, mostly downloads) and the trainers' (verl, TRL,
-# OpenRLHF's client; once: ~3 min, 6.5 GB). ROLLBOX_SKIP_AREAL=1 and ROLLBOX_SKIP_TRAINERS=1
+# OpenRLHF's client; once: ~3 min, 6.5 GB) and verifiers' (~1.5 min, 570 MB). ROLLBOX_SKIP_AREAL=1 and ROLLBOX_SKIP_TRAINERS=1
 # leave them out of a quick local run; CI runs both.
 bg_pids=()
 bg_dirs=()
@@ -43,6 +43,7 @@ fi
 if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_TRAINERS:-0}" != 1 ]; then
     trainers=1
     background_install trainers scripts/install/trainers-venv.sh
+    background_install verifiers scripts/install/verifiers-venv.sh
 fi
 cargo test --workspace "$@"
 # With no arguments, the `rollbox` Python package too, then its tests, which load the
@@ -58,7 +59,8 @@ if [ $# -eq 0 ]; then
     target_dir="$(cargo metadata --format-version 1 --no-deps |
         "$ROLLBOX_HOST_VENV/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
     install -m 0755 "$target_dir/debug/lib_native.so" python/rollbox/_native.abi3.so
-    PYTHONPATH=python "$ROLLBOX_HOST_VENV/bin/python" -m pytest -q python/tests --ignore=python/tests/trainers
+    PYTHONPATH=python "$ROLLBOX_HOST_VENV/bin/python" -m pytest -q python/tests --ignore=python/tests/trainers \
+        --ignore=python/tests/verifiers
     # rollbox.verl and rollbox.trl against verl 0.9.1 and TRL 1.16 (a 2-step GRPO run on the
     # CPU), in the trainers' venv (installing since the start, above).
     if [ "$trainers" = 0 ]; then
@@ -66,6 +68,9 @@ if [ $# -eq 0 ]; then
     else
         wait_install trainers
         PYTHONPATH=python "$trainers_python" -m pytest -q -p no:cacheprovider python/tests/trainers
+        # rollbox.verifiers against verifiers 0.4.0, in its own venv (its pins are not verl's).
+        wait_install verifiers
+        PYTHONPATH=python "$verifiers_python" -m pytest -q -p no:cacheprovider python/tests/verifiers
     fi
     # rollbox.areal.WasmWorkflow against AReaL 1.0.4's own RLVRWorkflow and WorkflowExecutor,
     # in the AReaL venv (installing since the start, above).
