@@ -1,7 +1,10 @@
 //! The `reward` world: a reward function (AReaL's `reward_fn(prompt, completions, prompt_ids,
-//! completion_ids, **data)`), scored in its own sandbox per call. Imports nothing but [`log`].
+//! completion_ids, **data)`), scored in its own sandbox per call. Imports [`log`], and
+//! [`tools`]: the host's registered tools, each call in a fresh sandbox of its own (a code
+//! reward runs each test case through one).
 
 pub use crate::bindings::reward::rollbox::workflow::log;
+pub use crate::bindings::reward::rollbox::workflow::tools;
 pub use crate::bindings::reward::rollbox::workflow::types::RewardInput;
 
 /// A reward function.

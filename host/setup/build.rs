@@ -1,5 +1,5 @@
 //! Builds the reference components that ship inside rollbox (the rlvr, multi-turn,
-//! tool-agent and vision-rlvr workflows, the math reward, the calculator tool) for
+//! tool-agent and vision-rlvr workflows, the math and code rewards, the calculator tool) for
 //! `wasm32-wasip2`, and writes `$OUT_DIR/builtin.rs`, the table `rollbox_host::builtin` embeds
 //! them from. The guests build in their own target directory (`target/wasm-builtin`), in two cargo
 //! invocations: cargo unifies the SDK's features within one build, and a reward must not carry
@@ -46,6 +46,12 @@ const BUILTINS: &[(&str, &str, &str, &str)] = &[
         "reward",
         "rollbox-reward-math",
         "math answers against a reference (AReaL's gsm8k_reward_fn)",
+    ),
+    (
+        "code",
+        "reward",
+        "rollbox-reward-code",
+        "a program against test cases, each in a fresh Python sandbox (verl's prime_code or SandboxFusion semantics)",
     ),
     (
         "calculator",

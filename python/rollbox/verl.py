@@ -58,6 +58,9 @@ _MATH_SOURCES = (
     "math_dapo_reasoning",
 )
 _MATH_PREFIXES = ("aime", "numina_")
+# The data_source names verl's own `default_compute_score` scores as code (with `prime_code`,
+# or SandboxFusion when `sandbox_fusion_url` is set).
+_CODE_SOURCES = ("codecontests", "apps", "codeforces", "taco")
 
 # The keys of every result, the same for every sample (verl builds its extra-info columns from
 # the first sample's keys).
@@ -71,10 +74,30 @@ def reward_for(data_source: str) -> str:
     """The built-in reward for a verl `data_source`, or a ValueError naming the fix."""
     if data_source in _MATH_SOURCES or data_source.startswith(_MATH_PREFIXES):
         return "math"
+    if data_source in _CODE_SOURCES:
+        return "code"
     raise ValueError(
         f"rollbox.verl has no reward for data_source `{data_source}`; name one with "
         "+reward.custom_reward_function.reward_kwargs.reward=<built-in name or .wasm path>"
     )
+
+
+# The code reward's own limit: its cases run 4 at a time, 10 s each at most.
+CODE_REWARD_TIMEOUT = "60s"
+
+
+def _python_exec(path: str | None) -> dict[str, Any]:
+    """python-exec as the code reward's runner, with verl's per-case limits."""
+    import os
+
+    path = path or os.environ.get("ROLLBOX_PYTHON_EXEC")
+    if not path:
+        raise ValueError(
+            "the code reward runs each test case in python-exec: set ROLLBOX_PYTHON_EXEC to "
+            "its .wasm (scripts/guests/build-python-exec.sh builds it), or pass "
+            "+reward.custom_reward_function.reward_kwargs.python_exec=PATH"
+        )
+    return {"path": str(path), "timeout": "10s", "memory": "1GiB", "retries": 0}
 
 
 def _spec(reward: str, options: dict[str, Any]) -> dict[str, Any] | str:
@@ -89,6 +112,8 @@ async def compute_score(
     extra_info: dict[str, Any] | None = None,
     reward: str | None = None,
     max_host_memory: str | int | None = None,
+    python_exec: str | None = None,
+    code_reward: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """Score `solution_str` against `ground_truth` with a rollbox reward component.
@@ -99,16 +124,28 @@ async def compute_score(
     the fault's kind (`timeout`, `trap`, `out_of_fuel`, `memory_limit`, ...) or None, `error`
     what happened and which option to raise. `timeout`, `retries`, `max_memory`, `fuel` in
     `reward_kwargs` set the component's limits; other verl keywords are ignored.
+
+    Code sources (`codecontests`, `apps`, `codeforces`, `taco`) go to the `code` reward, which
+    runs each test case in a fresh python-exec instance (10 s and 1 GiB per case, as verl's
+    `prime_code` and SandboxFusion default): `python_exec` (or `ROLLBOX_PYTHON_EXEC`) names
+    the component; `code_reward` (`{"semantics": "sandbox_fusion"}`, ...) sets its options.
     """
     name = reward or reward_for(data_source)
+    tools = None
+    options = dict(kwargs)
+    if name == "code":
+        tools = {"python": _python_exec(python_exec)}
+        options.setdefault("timeout", CODE_REWARD_TIMEOUT)
     components = _components.cached(
-        rewards={"reward": _spec(name, kwargs)}, max_host_memory=max_host_memory
+        rewards={"reward": _spec(name, options)}, tools=tools, max_host_memory=max_host_memory
     )
     row = {
         "data_source": data_source,
         "reward_model": {"ground_truth": ground_truth},
         "extra_info": _plain(extra_info or {}),
     }
+    if code_reward is not None:
+        row["code_reward"] = _plain(code_reward)
     r = await components.score("reward", solution_str, data=row)
     faulted = r["fault"] is not None
     return {

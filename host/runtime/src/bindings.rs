@@ -16,7 +16,7 @@ pub mod workflow {
     });
 }
 
-/// The `reward` world: imports `log` only, exports `score`.
+/// The `reward` world: imports `log` and `tools`, exports `score`.
 pub mod reward {
     wasmtime::component::bindgen!({
         path: "../../wit",
@@ -26,6 +26,7 @@ pub mod reward {
         with: {
             "rollbox:workflow/types": super::workflow::rollbox::workflow::types,
             "rollbox:workflow/log": super::workflow::rollbox::workflow::log,
+            "rollbox:workflow/tools": super::workflow::rollbox::workflow::tools,
         },
     });
 }

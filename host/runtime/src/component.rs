@@ -308,7 +308,8 @@ mod tests {
         let bad = info(&["score"], &["rollbox:workflow/engine@0.1.0"]);
         let err = check_world(&bad, WorldKind::Reward).expect_err("engine in reward");
         assert!(
-            err.to_string().contains("may import only: types, log"),
+            err.to_string()
+                .contains("may import only: types, log, tools"),
             "{err}"
         );
         let alien = info(&["run-episode"], &["acme:net/http@1.0.0"]);

@@ -547,7 +547,7 @@ impl Runtime {
         if let Err(message) = self.check_enforceable(&limits) {
             return CallReport::refused(GuestFault::Unenforceable { message });
         }
-        score_once(self.config.fuel, reward, call.into(), limits).await
+        score_once(self.config.fuel, reward, call.into(), limits, None).await
     }
 
     /// Call `tool` once in a fresh sandbox.

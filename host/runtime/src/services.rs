@@ -26,6 +26,10 @@ pub struct Services {
     /// Tool calls hold one of these as well as a pool slot, so they never hold the slots
     /// reserved for rewards.
     tool_share: Slots,
+    /// Tool calls made by a reward (a code reward running test cases) take a slot of this
+    /// pool, not of `untrusted_pool`: their reward holds a pool slot while it waits for them,
+    /// so drawing on the same pool could leave every slot held by a waiting reward.
+    nested_pool: Slots,
     device: rollbox_tensor::Device,
 }
 
@@ -74,6 +78,7 @@ impl Services {
             untrusted_pool: Slots::new(cores),
             untrusted_pool_size: cores,
             tool_share: Slots::new(cores - reward_reserve(cores)),
+            nested_pool: Slots::new(cores),
             device: rollbox_tensor::default_device(),
         }
     }
@@ -127,6 +132,7 @@ impl Services {
         self.untrusted_pool = Slots::new(slots);
         self.untrusted_pool_size = slots;
         self.tool_share = Slots::new(slots.saturating_sub(reward_reserve(slots)).max(1));
+        self.nested_pool = Slots::new(slots);
         self
     }
 
@@ -139,6 +145,14 @@ impl Services {
     pub(crate) async fn reward_slot(&self) -> UntrustedSlot<'_> {
         UntrustedSlot {
             _pool: self.untrusted_pool.take().await,
+            _tool_share: None,
+        }
+    }
+
+    /// A slot for one attempt of a tool called by a reward (see `nested_pool`).
+    pub(crate) async fn nested_slot(&self) -> UntrustedSlot<'_> {
+        UntrustedSlot {
+            _pool: self.nested_pool.take().await,
             _tool_share: None,
         }
     }

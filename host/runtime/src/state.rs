@@ -98,6 +98,7 @@ impl<C: Sandboxed> StoreState<C> {
                 deadline,
                 host_cpu: std::time::Duration::ZERO,
                 host_fuel_debt: 0,
+                nested: None,
             }),
         }
     }
@@ -123,6 +124,9 @@ pub struct CallCtx {
     pub(crate) host_cpu: std::time::Duration,
     /// Fuel charged for host work and not yet taken from the store.
     pub(crate) host_fuel_debt: u64,
+    /// The registered tools a reward call may call (`tools` in the reward world); `None` for
+    /// tool calls and episodes (an episode reaches them through its own services).
+    pub(crate) nested: Option<crate::host::tools::NestedTools>,
 }
 
 impl CallCtx {

@@ -13,6 +13,7 @@ use crate::bindings::tools::ToolResult;
 use crate::bindings::types::{Accounting, Error, RewardInput};
 use crate::component::{RewardComponent, ToolComponent};
 use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
+use crate::host::tools::NestedTools;
 use crate::limits::Limits;
 use crate::registry::Registered;
 use crate::sandbox::{GuestFuture, fuel_consumed, guarded, new_store};
@@ -67,15 +68,23 @@ pub(crate) async fn score_once(
     reward: &RewardComponent,
     input: RewardInput,
     limits: Arc<Limits>,
+    nested: Option<NestedTools>,
 ) -> CallReport<f64> {
     let pre = reward.pre.clone();
     let id = format!("reward:{}", short(&reward.info.sha256));
-    attempt(reward.pre.engine(), fuel, id, limits, move |store| {
-        Box::pin(async move {
-            let b = pre.instantiate_async(&mut *store).await?;
-            b.call_score(&mut *store, &input).await
-        })
-    })
+    attempt(
+        reward.pre.engine(),
+        fuel,
+        id,
+        limits,
+        nested,
+        move |store| {
+            Box::pin(async move {
+                let b = pre.instantiate_async(&mut *store).await?;
+                b.call_score(&mut *store, &input).await
+            })
+        },
+    )
     .await
     .and_then(|v| {
         if v.is_finite() {
@@ -97,7 +106,7 @@ pub(crate) async fn tool_once(
 ) -> CallReport<String> {
     let pre = tool.pre.clone();
     let id = format!("tool:{}", short(&tool.info.sha256));
-    attempt(tool.pre.engine(), fuel, id, limits, move |store| {
+    attempt(tool.pre.engine(), fuel, id, limits, None, move |store| {
         Box::pin(async move {
             let instance = pre.instantiate_async(&mut *store).await?;
             let call = instance
@@ -117,7 +126,7 @@ pub(crate) async fn describe_once(
 ) -> CallReport<String> {
     let pre = tool.pre.clone();
     let id = format!("tool-describe:{}", short(&tool.info.sha256));
-    attempt(tool.pre.engine(), fuel, id, limits, move |store| {
+    attempt(tool.pre.engine(), fuel, id, limits, None, move |store| {
         Box::pin(async move {
             let instance = pre.instantiate_async(&mut *store).await?;
             let describe = instance.get_typed_func::<(), (String,)>(&mut *store, "describe")?;
@@ -216,6 +225,7 @@ async fn attempt<T>(
     fuel: bool,
     id: String,
     limits: Arc<Limits>,
+    nested: Option<NestedTools>,
     call: impl for<'a> FnOnce(
         &'a mut wasmtime::Store<StoreState<CallCtx>>,
     ) -> GuestFuture<'a, Result<T, String>>,
@@ -225,12 +235,15 @@ async fn attempt<T>(
     let seed = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     });
-    // A reward's or tool call's store holds its call state alone: their worlds import only
-    // `log`, so nothing of the episode's (engine, tensors, services) is there to reach.
+    // A reward's or tool call's store holds its call state alone: nothing of the episode's
+    // (engine, tensors) is there to reach; a reward's holds the registered tools it may call.
     let mut store = new_store(
         engine,
         fuel,
-        StoreState::with(id, limits, seed, |call| call),
+        StoreState::with(id, limits, seed, |mut call| {
+            call.nested = nested;
+            call
+        }),
     );
     let result = match guarded(&mut store, call).await {
         Ok(Ok(v)) => Ok(v),
@@ -361,13 +374,15 @@ fn fault_to_error(what: &str, name: &str, attempts: u32, f: &GuestFault) -> Erro
 enum CallKind {
     Reward,
     Tool,
+    /// A tool called by a reward.
+    NestedTool,
 }
 
 impl CallKind {
     fn noun(self) -> &'static str {
         match self {
             CallKind::Reward => "reward",
-            CallKind::Tool => "tool",
+            CallKind::Tool | CallKind::NestedTool => "tool",
         }
     }
 }
@@ -392,6 +407,7 @@ where
         let _slot = match kind {
             CallKind::Reward => services.reward_slot().await,
             CallKind::Tool => services.tool_slot().await,
+            CallKind::NestedTool => services.nested_slot().await,
         };
         let r = attempt().await;
         tally.add(&r);
@@ -421,7 +437,7 @@ pub(crate) async fn score_with_retries(
     name: &str,
     reg: &Registered<RewardComponent>,
     input: RewardInput,
-    services: &Services,
+    services: &Arc<Services>,
 ) -> (Result<ScoreResult, Error>, Accounting) {
     let called = score_registered(name, reg, input, services).await;
     let accounting = called.accounting();
@@ -489,12 +505,12 @@ impl<T> Called<T> {
 }
 
 /// [`Called`] for a reward: its call policy, the pool's reward slots and the host memory budget,
-/// as a workflow's `rewards.score` gets them.
+/// as a workflow's `rewards.score` gets them. Each attempt may call the registered tools.
 pub(crate) async fn score_registered(
     name: &str,
     reg: &Registered<RewardComponent>,
     input: RewardInput,
-    services: &Services,
+    services: &Arc<Services>,
 ) -> Called<f64> {
     let (result, tally) = with_retries(CallKind::Reward, name, reg, services, || {
         score_once(
@@ -502,6 +518,7 @@ pub(crate) async fn score_registered(
             &reg.component,
             input.clone(),
             reg.policy.limits.clone(),
+            Some(NestedTools::new(services.clone())),
         )
     })
     .await;
@@ -515,7 +532,17 @@ pub(crate) async fn call_registered(
     args: String,
     services: &Services,
 ) -> Called<String> {
-    let (result, tally) = with_retries(CallKind::Tool, name, reg, services, || {
+    call_registered_as(CallKind::Tool, name, reg, args, services).await
+}
+
+async fn call_registered_as(
+    kind: CallKind,
+    name: &str,
+    reg: &Registered<ToolComponent>,
+    args: String,
+    services: &Services,
+) -> Called<String> {
+    let (result, tally) = with_retries(kind, name, reg, services, || {
         tool_once(
             reg.fuel_metering,
             &reg.component,
@@ -535,8 +562,14 @@ pub(crate) async fn call_with_retries(
     reg: &Registered<ToolComponent>,
     args: String,
     services: &Services,
+    by_reward: bool,
 ) -> Result<ToolResult, Error> {
-    let called = call_registered(name, reg, args, services).await;
+    let kind = if by_reward {
+        CallKind::NestedTool
+    } else {
+        CallKind::Tool
+    };
+    let called = call_registered_as(kind, name, reg, args, services).await;
     let accounting = called.accounting();
     match called.result {
         Ok(output) => Ok(ToolResult { output, accounting }),

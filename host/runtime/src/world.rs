@@ -58,7 +58,8 @@ impl WorldKind {
                 "episode",
                 "vision",
             ],
-            WorldKind::Reward | WorldKind::Tool => &["types", "log"],
+            WorldKind::Reward => &["types", "log", "tools"],
+            WorldKind::Tool => &["types", "log"],
         }
     }
 }

@@ -119,6 +119,7 @@ mod tests {
                 "tool-agent",
                 "vision-rlvr",
                 "math",
+                "code",
                 "calculator"
             ]
         );

@@ -119,7 +119,7 @@ def test_many_samples_score_concurrently_on_verls_loop(tokenizer):
 def test_an_unknown_data_source_names_the_fix(tokenizer):
     rm = load_reward_manager(config("naive", {}), tokenizer)
     with pytest.raises(ValueError, match="reward_kwargs.reward="):
-        rm.loop.run_until_complete(rm.run_single(sample(tokenizer, "x", data_source="codecontests")))
+        rm.loop.run_until_complete(rm.run_single(sample(tokenizer, "x", data_source="livecodebench")))
 
 
 def test_verls_function_tool_loader_registers_the_calculator():

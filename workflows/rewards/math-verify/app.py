@@ -57,6 +57,9 @@ import warnings
 import wit_world
 from componentize_py_types import Err
 from wit_world.imports import log as host_log
+# The world's other import (unused here), loaded now: componentize-py imports it after this
+# module, when the hook below refuses imports.
+from wit_world.imports import tools as _host_tools  # noqa: F401
 
 
 class _State:

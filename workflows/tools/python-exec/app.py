@@ -16,6 +16,25 @@ Limits inside the instance: stdout and stderr together keep at most MAX_OUTPUT_C
 (the middle is cut, `truncated` is set), the code is at most MAX_CODE_CHARS characters. Time,
 memory and fuel are the host's per-call limits (`--tool NAME=PATH,timeout=5s,memory=128MiB`):
 a snippet that runs past them is stopped by the host, which reports a timeout or a trap.
+
+Program mode (what the `code` reward runs each test case with): when the arguments carry
+`stdin` (a string) or `call`, the code runs as a program's `__main__` instead of a snippet:
+
+    {"code": "...", "stdin": "1 2\n", "prelude": false, "max_output_chars": 1048576,
+     "call": {"fn_name": "solve", "args": [1, 2], "solution_class": false}}
+
+`stdin` is what `input()`, `sys.stdin` (text and `.buffer`) read. `prelude` runs the APPS test
+harness's imports first (`from math import *`, ..., `sys.setrecursionlimit(600000)`), as verl's
+`prime_code` does. `call` then calls `fn_name` (a method of `Solution()` when `solution_class`)
+with `args` and returns its result as JSON text: the comparison is made by the caller, outside
+the program's reach, on JSON values, never on an object the program built. The output is
+
+    {"ok": true, "phase": "run", "exit_code": 0, "stdout": "...", "stderr": "...",
+     "result": "[1, 2]" | null, "error_type": null, "error": null, "truncated": false}
+
+`phase` is `compile` when the program never ran (a syntax error; in call mode also an
+exception while defining it, or no `fn_name`), `run` otherwise; `exit_code` is 0, the
+`SystemExit` code, or 1 for an exception; `sys.exit(0)` keeps `ok`.
 """
 
 import ast
@@ -64,17 +83,38 @@ import wit_world
 from componentize_py_types import Err
 
 MAX_OUTPUT_CHARS = 16384
+# Program mode's output cap may be raised to this (test cases with large outputs).
+MAX_PROGRAM_OUTPUT_CHARS = 4 << 20
 MAX_CODE_CHARS = 65536
+MAX_STDIN_CHARS = 16 << 20
 MARKER = "...(truncated)..."
+
+# The modules the APPS test harness (and verl's prime_code after it) star-imports and imports
+# ahead of every program, in its order, then its recursion limit.
+_PRELUDE_STAR = (
+    "string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
+    "statistics", "itertools", "functools", "operator", "io", "sys", "json", "builtins",
+    "typing",
+)
+_PRELUDE_PLAIN = (
+    "string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
+    "statistics", "itertools", "functools", "operator", "io", "sys", "json",
+)
+PRELUDE = (
+    "".join(f"from {m} import *\n" for m in _PRELUDE_STAR)
+    + "".join(f"import {m}\n" for m in _PRELUDE_PLAIN)
+    + "sys.setrecursionlimit(6*10**5)\n"
+)
 
 # Kept before any snippet runs: a snippet that replaces `json.dumps` cannot break the reply.
 _dumps = json.dumps
 
 
 class _Capped(io.TextIOBase):
-    """A text stream that keeps the first and last MAX_OUTPUT_CHARS / 2 characters."""
+    """A text stream that keeps the first and last `cap / 2` characters."""
 
-    def __init__(self):
+    def __init__(self, cap=MAX_OUTPUT_CHARS):
+        self.cap = cap
         self.head = []
         self.head_len = 0
         self.tail = ""
@@ -86,7 +126,7 @@ class _Capped(io.TextIOBase):
     def write(self, s):
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
-        half = MAX_OUTPUT_CHARS // 2
+        half = self.cap // 2
         room = half - self.head_len
         if room > 0:
             self.head.append(s[:room])
@@ -138,6 +178,99 @@ def _run(code):
     return result
 
 
+def _error_text(e):
+    try:
+        return "".join(traceback.format_exception_only(type(e), e)).strip()[:MAX_OUTPUT_CHARS]
+    except BaseException:
+        return type(e).__name__
+
+
+def _exit_code(e):
+    """A `SystemExit`'s process exit code, as CPython's own exit would give it."""
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code & 0xFF
+    return 1
+
+
+def _program(code, stdin, prelude, call, cap):
+    """Run `code` as a program (see the module's doc)."""
+    out, err = _Capped(cap), _Capped(cap)
+    result = {
+        "ok": True, "phase": "compile", "exit_code": 0, "stdout": "", "stderr": "",
+        "result": None, "error_type": None, "error": None, "truncated": False,
+    }
+    saved = sys.stdin, sys.stdout, sys.stderr
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8", "surrogatepass")), encoding="utf-8")
+    sys.stdout, sys.stderr = out, err
+    scope = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        try:
+            source = (PRELUDE if prelude else "") + code
+            compiled = compile(source, "<program>", "exec")
+            if call is None:
+                result["phase"] = "run"
+            exec(compiled, scope)
+            if call is not None:
+                if call["solution_class"]:
+                    target = getattr(scope["Solution"](), call["fn_name"])
+                else:
+                    target = scope[call["fn_name"]]
+                result["phase"] = "run"
+                value = target(*call["args"])
+                text = _dumps(value, allow_nan=False)
+                if len(text) > cap:
+                    raise ValueError(f"the result's JSON is {len(text)} characters; at most {cap}")
+                result["result"] = text
+        except SystemExit as e:
+            result["exit_code"] = _exit_code(e)
+            if result["exit_code"] != 0:
+                result["ok"] = False
+                result["error_type"] = "SystemExit"
+                result["error"] = _error_text(e)
+        except BaseException as e:  # KeyboardInterrupt and the like are the program's too.
+            result["ok"] = False
+            result["exit_code"] = 1
+            result["error_type"] = type(e).__name__
+            result["error"] = _error_text(e)
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+    result["stdout"] = out.text()
+    result["stderr"] = err.text()
+    result["truncated"] = out.dropped or err.dropped
+    return result
+
+
+def _program_args(parsed):
+    """The program-mode arguments, checked; raises Err naming what is wrong."""
+    stdin = parsed.get("stdin", "")
+    if not isinstance(stdin, str):
+        raise Err("`stdin` must be a string")
+    if len(stdin) > MAX_STDIN_CHARS:
+        raise Err(f"`stdin` is {len(stdin)} characters; at most {MAX_STDIN_CHARS}")
+    prelude = parsed.get("prelude", False)
+    if not isinstance(prelude, bool):
+        raise Err("`prelude` must be true or false")
+    cap = parsed.get("max_output_chars", MAX_OUTPUT_CHARS)
+    if not isinstance(cap, int) or isinstance(cap, bool) or not 2 <= cap <= MAX_PROGRAM_OUTPUT_CHARS:
+        raise Err(f"`max_output_chars` must be an integer from 2 to {MAX_PROGRAM_OUTPUT_CHARS}")
+    call = parsed.get("call")
+    if call is not None:
+        if not isinstance(call, dict) or not isinstance(call.get("fn_name"), str):
+            raise Err('`call` needs `fn_name`, a string: {"fn_name": "solve", "args": [1, 2]}')
+        args = call.get("args", [])
+        if not isinstance(args, list):
+            raise Err("`call.args` must be a list of the function's arguments")
+        call = {
+            "fn_name": call["fn_name"],
+            "args": args,
+            "solution_class": bool(call.get("solution_class", False)),
+        }
+    return stdin, prelude, call, cap
+
+
 class WitWorld(wit_world.WitWorld):
     def describe(self) -> str:
         return json.dumps({
@@ -166,4 +299,6 @@ class WitWorld(wit_world.WitWorld):
             raise Err('arguments need `code`, a string: {"code": "print(1 + 1)"}')
         if len(code) > MAX_CODE_CHARS:
             raise Err(f"`code` is {len(code)} characters; at most {MAX_CODE_CHARS}")
+        if "stdin" in parsed or "call" in parsed:
+            return _dumps(_program(code, *_program_args(parsed)))
         return _dumps(_run(code))

@@ -1,11 +1,13 @@
 //! Host side of the `tools` interface: call registered tool components, each call in its own
 //! sandbox with the same limits model as rewards, alone or several at once, and describe them
 //! as OpenAI tool schemas. Failures are values (`unknown`, `timeout`, `trapped`,
-//! `invalid-output`), never traps of the calling workflow.
+//! `invalid-output`), never traps of the calling workflow or reward.
 //!
 //! Fair shares: an episode has at most `tool_calls_per_episode` calls in flight, and tool
 //! calls never hold the untrusted pool's slots reserved for rewards (`reward_reserve`); time
-//! spent queued counts against the calling episode's deadline.
+//! spent queued counts against the calling episode's deadline. A reward (a code reward running
+//! test cases) has at most [`TOOL_CALLS_PER_REWARD`] in flight, drawn from a pool of their own
+//! (the reward holds an untrusted-pool slot while it waits), and its deadline covers them.
 
 use std::sync::Arc;
 
@@ -15,24 +17,85 @@ use crate::episode::EpisodeState;
 use crate::host::rewards::unknown;
 use crate::services::{Services, tool_calls_per_episode};
 use crate::slots::Slots;
+use crate::state::{CallCtx, StoreState};
 use crate::untrusted::{call_with_retries, tool_schema};
 
 /// Calls one `call-many` accepts. More are refused with `limit-exceeded` (every result).
 pub const MAX_CALL_MANY_CALLS: usize = 256;
 
-/// One call by registered name, once one of the episode's `in_flight` slots is free:
+/// Tool calls one reward call may have in flight at once.
+pub const TOOL_CALLS_PER_REWARD: usize = 4;
+
+/// The registered tools as a reward call reaches them: the host's services, and the call's
+/// own in-flight slots.
+#[derive(Clone)]
+pub(crate) struct NestedTools {
+    services: Arc<Services>,
+    in_flight: Arc<Slots>,
+}
+
+impl NestedTools {
+    pub(crate) fn new(services: Arc<Services>) -> Self {
+        NestedTools {
+            services,
+            in_flight: Arc::new(Slots::new(TOOL_CALLS_PER_REWARD)),
+        }
+    }
+}
+
+/// One call by registered name, once one of the caller's `in_flight` slots is free:
 /// `unknown` when nothing is registered under it.
 async fn call_one(
     services: &Services,
     in_flight: &Slots,
     name: String,
     args: String,
+    by_reward: bool,
 ) -> Result<ToolResult, Error> {
     let Some(reg) = services.tool(&name) else {
         return Err(unknown("tool", &name, &services.tool_names()));
     };
     let _slot = in_flight.take().await;
-    call_with_retries(&name, &reg, args, services).await
+    call_with_retries(&name, &reg, args, services, by_reward).await
+}
+
+/// `call-many`: every call waits for one of the caller's `in_flight` slots, then for its pool
+/// (an episode's: the tools' share of the untrusted pool, then a pool slot, so tools never
+/// take the rewards' reserve; a reward's: the pool of tool calls made by rewards). The wait
+/// counts against the caller's deadline. Dropping the set (the caller cancelled or timed out)
+/// aborts the calls in flight and queued.
+async fn call_many(
+    services: &Arc<Services>,
+    in_flight: &Arc<Slots>,
+    calls: Vec<ToolCall>,
+    by_reward: bool,
+) -> wasmtime::Result<Vec<Result<ToolResult, Error>>> {
+    if calls.len() > MAX_CALL_MANY_CALLS {
+        let e = Error::LimitExceeded(format!(
+            "call-many got {} calls; at most {MAX_CALL_MANY_CALLS} per call",
+            calls.len()
+        ));
+        return Ok(vec![Err(e); calls.len()]);
+    }
+    let n = calls.len();
+    let mut set = tokio::task::JoinSet::new();
+    for (index, c) in calls.into_iter().enumerate() {
+        let services = services.clone();
+        let in_flight = in_flight.clone();
+        set.spawn(async move {
+            let r = call_one(&services, &in_flight, c.name, c.args, by_reward).await;
+            (index, r)
+        });
+    }
+    let mut results: Vec<Option<Result<ToolResult, Error>>> = (0..n).map(|_| None).collect();
+    while let Some(joined) = set.join_next().await {
+        let (index, r) = joined?;
+        results[index] = Some(r);
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(Error::Trapped("tool call lost".into()))))
+        .collect())
 }
 
 impl EpisodeState {
@@ -79,44 +142,16 @@ impl tools::Host for EpisodeState {
     ) -> wasmtime::Result<Result<ToolResult, Error>> {
         let services = self.ctx.services.clone();
         let in_flight = self.tool_calls();
-        Ok(call_one(&services, &in_flight, name, args).await)
+        Ok(call_one(&services, &in_flight, name, args, false).await)
     }
 
     async fn call_many(
         &mut self,
         calls: Vec<ToolCall>,
     ) -> wasmtime::Result<Vec<Result<ToolResult, Error>>> {
-        if calls.len() > MAX_CALL_MANY_CALLS {
-            let e = Error::LimitExceeded(format!(
-                "call-many got {} calls; at most {MAX_CALL_MANY_CALLS} per call",
-                calls.len()
-            ));
-            return Ok(vec![Err(e); calls.len()]);
-        }
-        let n = calls.len();
-        // Every call waits for one of the episode's tool slots, then for the tools' share of
-        // the untrusted pool, then for a pool slot: one episode runs at most
-        // `tool_calls_per_episode` at once and tools never take the rewards' reserve. The
-        // wait counts against the episode's deadline. Dropping the set (the episode cancelled
-        // or timed out) aborts the calls in flight and queued.
+        let services = self.ctx.services.clone();
         let in_flight = self.tool_calls();
-        let mut set = tokio::task::JoinSet::new();
-        for (index, c) in calls.into_iter().enumerate() {
-            let services = self.ctx.services.clone();
-            let in_flight = in_flight.clone();
-            set.spawn(
-                async move { (index, call_one(&services, &in_flight, c.name, c.args).await) },
-            );
-        }
-        let mut results: Vec<Option<Result<ToolResult, Error>>> = (0..n).map(|_| None).collect();
-        while let Some(joined) = set.join_next().await {
-            let (index, r) = joined?;
-            results[index] = Some(r);
-        }
-        Ok(results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(Error::Trapped("tool call lost".into()))))
-            .collect())
+        call_many(&services, &in_flight, calls, false).await
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
@@ -126,5 +161,52 @@ impl tools::Host for EpisodeState {
     async fn schemas(&mut self) -> wasmtime::Result<Result<String, Error>> {
         let services = self.ctx.services.clone();
         Ok(schemas(&services).await.map(|s| s.to_string()))
+    }
+}
+
+/// What a reward that calls a tool gets where no tools are reachable (a reward called alone,
+/// outside any host's services).
+fn no_tools() -> Error {
+    Error::Unavailable("no tools are registered where this reward runs".into())
+}
+
+/// A reward's `tools`: the host's registered tools, each call in a fresh sandbox of its own.
+/// (The tool world does not import `tools`; a tool's store never holds them.)
+impl tools::Host for StoreState<CallCtx> {
+    async fn call(
+        &mut self,
+        name: String,
+        args: String,
+    ) -> wasmtime::Result<Result<ToolResult, Error>> {
+        let Some(n) = self.ctx.nested.clone() else {
+            return Ok(Err(no_tools()));
+        };
+        Ok(call_one(&n.services, &n.in_flight, name, args, true).await)
+    }
+
+    async fn call_many(
+        &mut self,
+        calls: Vec<ToolCall>,
+    ) -> wasmtime::Result<Vec<Result<ToolResult, Error>>> {
+        let Some(n) = self.ctx.nested.clone() else {
+            return Ok(vec![Err(no_tools()); calls.len()]);
+        };
+        call_many(&n.services, &n.in_flight, calls, true).await
+    }
+
+    async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
+        Ok(self
+            .ctx
+            .nested
+            .as_ref()
+            .map(|n| n.services.tool_names())
+            .unwrap_or_default())
+    }
+
+    async fn schemas(&mut self) -> wasmtime::Result<Result<String, Error>> {
+        let Some(n) = self.ctx.nested.clone() else {
+            return Ok(Ok("[]".into()));
+        };
+        Ok(schemas(&n.services).await.map(|s| s.to_string()))
     }
 }

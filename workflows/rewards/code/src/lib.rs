@@ -1,0 +1,584 @@
+//! `code`: a reward component that scores a model's program against test cases, each case run
+//! in a fresh Python sandbox of its own (the python-exec tool's program mode), with the
+//! semantics of verl's `prime_code` (the default) or of its SandboxFusion scorer.
+//!
+//! The reward never runs the program itself: it asks the host to run each case through the
+//! registered tool `runner` (default `python`, e.g. `--tool python=python_exec.wasm`), gets
+//! back what the program printed or returned, and compares that with the expected output after
+//! the program's instance is gone. Expected outputs never enter the program's instance, and no
+//! case shares an instance with another.
+//!
+//! Everything but the tool calls is plain Rust ([`extract`], [`Tests`], [`judge`], [`score`]),
+//! tested natively; the component is the glue in `component`.
+
+pub mod compare;
+
+use serde_json::{Value, json};
+
+/// How a completion is scored: verl's two code scorers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Semantics {
+    /// verl's `prime_code`: the APPS harness's imports before the program, its forgiving
+    /// output comparison, the first 10 cases scored.
+    PrimeCode,
+    /// verl's `sandbox_fusion` scorer: the program as written, outputs exact but for trailing
+    /// newlines; `continuous` scores the first 10 cases, else all.
+    SandboxFusion { continuous: bool },
+}
+
+/// Cases that count toward a continuous score (verl's `prime_code` and SandboxFusion's
+/// `continuous`).
+pub const SCORED_CASES: usize = 10;
+
+/// The reward's options, from the row's `code_reward` object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    pub semantics: Semantics,
+    /// The registered tool that runs a case (python-exec or one like it).
+    pub runner: String,
+    /// Characters of a case's stdout kept (a longer output fails the case).
+    pub max_output_chars: u64,
+}
+
+impl Options {
+    /// Read `data.code_reward` (`semantics`: `prime_code` | `sandbox_fusion`, `continuous`,
+    /// `runner`, `max_output_chars`); defaults for what is absent.
+    pub fn from_row(data: &Value) -> Result<Options, String> {
+        let o = &data["code_reward"];
+        if !(o.is_null() || o.is_object()) {
+            return Err("`code_reward` must be an object".into());
+        }
+        let continuous = match &o["continuous"] {
+            Value::Null => true,
+            Value::Bool(b) => *b,
+            _ => return Err("`code_reward.continuous` must be true or false".into()),
+        };
+        let semantics = match o["semantics"].as_str().unwrap_or("prime_code") {
+            "prime_code" => Semantics::PrimeCode,
+            "sandbox_fusion" => Semantics::SandboxFusion { continuous },
+            other => {
+                return Err(format!(
+                    "`code_reward.semantics` is `{other}`; use `prime_code` or `sandbox_fusion`"
+                ));
+            }
+        };
+        let runner = o["runner"].as_str().unwrap_or("python").to_string();
+        let max_output_chars = match &o["max_output_chars"] {
+            Value::Null => 1 << 20,
+            v => v
+                .as_u64()
+                .filter(|n| (2..=4 << 20).contains(n))
+                .ok_or("`code_reward.max_output_chars` must be an integer from 2 to 4194304")?,
+        };
+        Ok(Options {
+            semantics,
+            runner,
+            max_output_chars,
+        })
+    }
+}
+
+/// The program in `completion`, as the scorer finds it: `prime_code` takes the text after the
+/// last ```` ```python ```` up to the next fence (the whole text when there is no fence);
+/// SandboxFusion does the same when there is a ```` ```python ```` block, else takes the first
+/// fenced block without a language line, else finds none.
+pub fn extract(completion: &str, semantics: Semantics) -> Option<String> {
+    const PY: &str = "```python";
+    let after_py = |s: &str| {
+        let tail = s.rsplit(PY).next().unwrap_or(s);
+        tail.split("```").next().unwrap_or(tail).to_string()
+    };
+    match semantics {
+        Semantics::PrimeCode => Some(after_py(completion)),
+        Semantics::SandboxFusion { .. } => {
+            if completion.contains(PY) {
+                return Some(after_py(completion));
+            }
+            // The first fenced block (an opening fence never closed: the text after it).
+            let block = completion.split("```").nth(1)?;
+            let (first, rest) = block.split_once('\n').unwrap_or((block, ""));
+            if !first.trim().is_empty() && first.trim().chars().all(char::is_alphabetic) {
+                Some(rest.to_string())
+            } else {
+                Some(block.to_string())
+            }
+        }
+    }
+}
+
+/// A problem's test cases, from verl's `ground_truth` (a JSON string or object).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tests {
+    /// Each case's stdin (stdio problems) or its arguments, one JSON value per line.
+    pub inputs: Vec<Value>,
+    /// Each case's expected stdout, or expected return value (JSON text or a value).
+    pub outputs: Vec<Value>,
+    /// The function to call (call-based problems).
+    pub fn_name: Option<String>,
+    /// Code appended to the program per case (SandboxFusion's `assert_case`).
+    pub assert_case: Vec<String>,
+}
+
+/// The row keys the test cases are read from, in order.
+pub const TEST_KEYS: &[&str] = &[
+    "reward_model.ground_truth",
+    "ground_truth",
+    "input_output",
+    "test_cases",
+];
+
+impl Tests {
+    /// The test cases of `data` (the first of [`TEST_KEYS`] present), or why there are none.
+    pub fn from_row(data: &Value) -> Result<Tests, String> {
+        let found = TEST_KEYS.iter().find_map(|k| {
+            let v = k.split('.').fold(data, |v, part| &v[part]);
+            (!v.is_null()).then_some(v)
+        });
+        let Some(v) = found else {
+            return Err(format!(
+                "the row has no test cases: none of {} is set",
+                TEST_KEYS
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        Tests::parse(v)
+    }
+
+    /// Parse verl's format: `{"inputs": [...], "outputs": [...], "fn_name"?: ...}` or
+    /// `{"assert_case": [...]}`, as an object or a JSON string holding one.
+    pub fn parse(v: &Value) -> Result<Tests, String> {
+        let parsed;
+        let v = match v {
+            Value::String(s) => {
+                parsed = serde_json::from_str::<Value>(s)
+                    .map_err(|e| format!("the test cases are not JSON: {e}"))?;
+                &parsed
+            }
+            v => v,
+        };
+        let Value::Object(m) = v else {
+            return Err("the test cases must be an object with `inputs` and `outputs`".into());
+        };
+        let list = |key: &str| -> Result<Option<Vec<Value>>, String> {
+            match m.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Array(a)) => Ok(Some(a.clone())),
+                Some(_) => Err(format!("the test cases' `{key}` must be a list")),
+            }
+        };
+        let assert_case: Vec<String> = match list("assert_case")? {
+            None => Vec::new(),
+            Some(a) => a
+                .into_iter()
+                .map(|x| match x {
+                    Value::String(s) => Ok(s),
+                    _ => Err("each `assert_case` must be a string of code".to_string()),
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let (inputs, outputs) = match (list("inputs")?, list("outputs")?) {
+            (Some(i), Some(o)) => (i, o),
+            (None, None) if !assert_case.is_empty() => (
+                vec![Value::String(String::new()); assert_case.len()],
+                vec![Value::Null; assert_case.len()],
+            ),
+            _ => return Err("the test cases need both `inputs` and `outputs`".into()),
+        };
+        if inputs.len() != outputs.len() {
+            return Err(format!(
+                "the test cases have {} inputs and {} outputs",
+                inputs.len(),
+                outputs.len()
+            ));
+        }
+        if !assert_case.is_empty() && assert_case.len() != inputs.len() {
+            return Err(format!(
+                "the test cases have {} inputs and {} `assert_case` entries",
+                inputs.len(),
+                assert_case.len()
+            ));
+        }
+        if inputs.is_empty() {
+            return Err("the test cases are empty: nothing to check the program against".into());
+        }
+        let fn_name = match m.get("fn_name") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err("the test cases' `fn_name` must be a string".into()),
+        };
+        Ok(Tests {
+            inputs,
+            outputs,
+            fn_name,
+            assert_case,
+        })
+    }
+}
+
+/// One case's result, as verl reports it: `True`, `False`, or a negative code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaseResult {
+    Pass,
+    Fail,
+    /// A runtime error, a timeout or a sandbox fault (`prime_code`'s -1); SandboxFusion's -1 is
+    /// a sandbox error.
+    Error,
+    /// The program could not run (`prime_code`: a syntax error, no such function); SandboxFusion:
+    /// a runtime error (its -2).
+    NotRun,
+    /// SandboxFusion's time limit (-3).
+    Timeout,
+}
+
+impl CaseResult {
+    /// verl's code for the result under `semantics`: `true`, `false`, -1 .. -4.
+    pub fn code(self, semantics: Semantics) -> Value {
+        match (self, semantics) {
+            (CaseResult::Pass, _) => json!(true),
+            (CaseResult::Fail, _) => json!(false),
+            (CaseResult::Error, _) => json!(-1),
+            (CaseResult::NotRun, _) => json!(-2),
+            (CaseResult::Timeout, Semantics::PrimeCode) => json!(-1),
+            (CaseResult::Timeout, Semantics::SandboxFusion { .. }) => json!(-3),
+        }
+    }
+}
+
+/// The runner's arguments for case `i` of `tests` (python-exec's program mode), or the case's
+/// result when it cannot be run (its arguments are not JSON).
+pub fn case_args(
+    program: &str,
+    tests: &Tests,
+    i: usize,
+    opts: &Options,
+) -> Result<Value, CaseResult> {
+    let prelude = opts.semantics == Semantics::PrimeCode;
+    let mut code = program.to_string();
+    if let Some(extra) = tests.assert_case.get(i) {
+        code.push_str("\n\n");
+        code.push_str(extra);
+    }
+    let mut args = json!({
+        "code": code,
+        "prelude": prelude,
+        "max_output_chars": opts.max_output_chars,
+    });
+    match &tests.fn_name {
+        None => {
+            args["stdin"] = match &tests.inputs[i] {
+                Value::String(s) => Value::String(s.clone()),
+                Value::Null => Value::String(String::new()),
+                // A non-string input is what Python's `str()` of it reads like for a list of
+                // strings; anything else is given as its JSON text.
+                other => Value::String(other.to_string()),
+            };
+        }
+        Some(f) => {
+            let call_args = match &tests.inputs[i] {
+                Value::String(s) => s
+                    .split('\n')
+                    .map(serde_json::from_str::<Value>)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| CaseResult::Error)?,
+                Value::Array(a) => a.clone(),
+                other => vec![other.clone()],
+            };
+            args["stdin"] = Value::String(String::new());
+            args["call"] = json!({
+                "fn_name": f,
+                "args": call_args,
+                "solution_class": program.contains("class Solution"),
+            });
+        }
+    }
+    Ok(args)
+}
+
+/// Judge what the runner returned for case `i`: `Ok(output)` is python-exec's program-mode
+/// JSON; `Err(timed_out)` is a failed call (a timeout, or a sandbox fault).
+pub fn judge(run: Result<&str, bool>, tests: &Tests, i: usize, semantics: Semantics) -> CaseResult {
+    let out: Value = match run {
+        Err(true) => return CaseResult::Timeout,
+        Err(false) => return CaseResult::Error,
+        Ok(text) => match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(_) => return CaseResult::Error,
+        },
+    };
+    if out["truncated"] == json!(true) {
+        return CaseResult::Fail;
+    }
+    let ok = out["ok"] == json!(true);
+    let compiled = out["phase"] == json!("run");
+    let prime = semantics == Semantics::PrimeCode;
+    if !compiled {
+        return CaseResult::NotRun;
+    }
+    if !ok {
+        // prime_code counts output printed before `sys.exit(n)` (its harness swallows
+        // `SystemExit`); SandboxFusion sees a process that exited with n.
+        let exited = out["error_type"] == json!("SystemExit");
+        if !(prime && exited && tests.fn_name.is_none()) {
+            return if prime {
+                CaseResult::Error
+            } else {
+                CaseResult::NotRun
+            };
+        }
+    }
+    let stdout = out["stdout"].as_str().unwrap_or("");
+    let expected = &tests.outputs[i];
+    match (&tests.fn_name, semantics) {
+        (None, Semantics::PrimeCode) => {
+            let Value::String(want) = expected else {
+                return CaseResult::Error;
+            };
+            pass(compare::prime_stdio(stdout, want))
+        }
+        (None, Semantics::SandboxFusion { .. }) => match expected {
+            Value::Null => CaseResult::Pass,
+            Value::String(want) => pass(compare::sandbox_fusion_stdio(stdout, want)),
+            other => pass(compare::sandbox_fusion_stdio(stdout, &other.to_string())),
+        },
+        (Some(_), semantics) => {
+            let Some(text) = out["result"].as_str() else {
+                return CaseResult::Error;
+            };
+            let Ok(result) = serde_json::from_str::<Value>(text) else {
+                return CaseResult::Error;
+            };
+            match semantics {
+                Semantics::PrimeCode => {
+                    let want = match expected {
+                        Value::String(s) => match serde_json::from_str::<Value>(s) {
+                            Ok(v) => v,
+                            Err(_) => return CaseResult::Error,
+                        },
+                        v => v.clone(),
+                    };
+                    pass(compare::prime_call(&result, &want))
+                }
+                Semantics::SandboxFusion { .. } => {
+                    let printed = compare::sandbox_fusion_printed(text, &result);
+                    let want = match expected {
+                        Value::Null => return CaseResult::Pass,
+                        Value::String(s) => s.clone(),
+                        v => v.to_string(),
+                    };
+                    pass(compare::sandbox_fusion_stdio(&printed, &want))
+                }
+            }
+        }
+    }
+}
+
+fn pass(ok: bool) -> CaseResult {
+    if ok {
+        CaseResult::Pass
+    } else {
+        CaseResult::Fail
+    }
+}
+
+/// The cases to run: those that count toward the score.
+pub fn cases_to_run(tests: &Tests, semantics: Semantics) -> usize {
+    match semantics {
+        Semantics::PrimeCode | Semantics::SandboxFusion { continuous: true } => {
+            tests.inputs.len().min(SCORED_CASES)
+        }
+        Semantics::SandboxFusion { continuous: false } => tests.inputs.len(),
+    }
+}
+
+/// The score of the cases run: the fraction that passed (1.0 when all did).
+pub fn score(results: &[CaseResult]) -> f64 {
+    if results.is_empty() {
+        return 0.0;
+    }
+    let passed = results.iter().filter(|r| **r == CaseResult::Pass).count();
+    passed as f64 / results.len() as f64
+}
+
+#[cfg(target_arch = "wasm32")]
+mod component {
+    use rollbox_sdk::Reward;
+    use rollbox_sdk::reward::{RewardInput, log, tools};
+    use serde_json::{Value, json};
+
+    use crate::{CaseResult, Options, Tests, case_args, cases_to_run, extract, judge, score};
+
+    struct Code;
+
+    impl Reward for Code {
+        fn score(input: RewardInput) -> Result<f64, rollbox_sdk::Error> {
+            let data: Value = serde_json::from_str(&input.data)
+                .map_err(|e| format!("the row is not JSON: {e}"))?;
+            let opts = Options::from_row(&data)?;
+            let tests = Tests::from_row(&data)?;
+            let Some(program) = extract(&input.completion, opts.semantics) else {
+                log::log(log::Level::Info, "no code block in the completion: score 0");
+                log::stat("code/no_program", 1.0);
+                return Ok(0.0);
+            };
+            let n = cases_to_run(&tests, opts.semantics);
+            let mut results: Vec<Option<CaseResult>> = vec![None; n];
+            let mut calls = Vec::new();
+            let mut index = Vec::new();
+            for (i, slot) in results.iter_mut().enumerate() {
+                match case_args(&program, &tests, i, &opts) {
+                    Ok(args) => {
+                        calls.push(tools::ToolCall {
+                            name: opts.runner.clone(),
+                            args: args.to_string(),
+                        });
+                        index.push(i);
+                    }
+                    Err(r) => *slot = Some(r),
+                }
+            }
+            let runs = tools::call_many(&calls);
+            for (i, run) in index.into_iter().zip(runs) {
+                let run = match &run {
+                    Ok(r) => Ok(r.output.as_str()),
+                    Err(rollbox_sdk::reward::tools::Error::Timeout(_)) => Err(true),
+                    Err(rollbox_sdk::reward::tools::Error::Unknown(m)) => {
+                        return Err(format!(
+                            "the code reward runs each case with the tool `{}`, which is not registered ({m}); register python-exec under that name (`--tool {}=python_exec.wasm`) or name yours in `code_reward.runner`",
+                            opts.runner, opts.runner
+                        )
+                        .into());
+                    }
+                    Err(_) => Err(false),
+                };
+                results[i] = Some(judge(run, &tests, i, opts.semantics));
+            }
+            let results: Vec<CaseResult> = results
+                .into_iter()
+                .map(|r| r.unwrap_or(CaseResult::Error))
+                .collect();
+            let codes: Vec<Value> = results.iter().map(|r| r.code(opts.semantics)).collect();
+            log::log(log::Level::Info, &json!({ "cases": codes }).to_string());
+            let s = score(&results);
+            log::stat("code/cases", results.len() as f64);
+            log::stat(
+                "code/passed",
+                results.iter().filter(|r| **r == CaseResult::Pass).count() as f64,
+            );
+            Ok(s)
+        }
+    }
+
+    rollbox_sdk::export_reward!(Code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extraction_as_verl() {
+        let p = Semantics::PrimeCode;
+        let sf = Semantics::SandboxFusion { continuous: true };
+        let t = "Here:\n```python\nprint(1)\n```\nand\n```python\nprint(2)\n```\n";
+        assert_eq!(extract(t, p).as_deref(), Some("\nprint(2)\n"));
+        assert_eq!(extract(t, sf).as_deref(), Some("\nprint(2)\n"));
+        assert_eq!(extract("print(3)", p).as_deref(), Some("print(3)"));
+        assert_eq!(extract("print(3)", sf), None);
+        let plain = "x\n```py\nprint(4)\n```\n```\nprint(5)\n```";
+        assert_eq!(extract(plain, sf).as_deref(), Some("print(4)\n"));
+        assert_eq!(
+            extract("a\n```\nprint(6)\n```", sf).as_deref(),
+            Some("\nprint(6)\n")
+        );
+        // prime_code with only a plain fence takes the prose before it.
+        assert_eq!(
+            extract("prose\n```\nprint(7)\n```", p).as_deref(),
+            Some("prose\n")
+        );
+    }
+
+    #[test]
+    fn tests_from_verls_ground_truth() {
+        let row = json!({"reward_model": {"ground_truth":
+            "{\"inputs\": [\"1 2\\n\"], \"outputs\": [\"3\\n\"]}"}});
+        let t = Tests::from_row(&row).expect("parses");
+        assert_eq!(t.inputs, vec![json!("1 2\n")]);
+        assert_eq!(t.fn_name, None);
+        let call = Tests::parse(&json!({"fn_name": "f", "inputs": ["1\n2"], "outputs": ["3"]}))
+            .expect("parses");
+        assert_eq!(call.fn_name.as_deref(), Some("f"));
+        let asserts = Tests::parse(&json!({"assert_case": ["assert f(1) == 2"]})).expect("parses");
+        assert_eq!(asserts.inputs.len(), 1);
+        assert!(Tests::parse(&json!({"inputs": [], "outputs": []})).is_err());
+        assert!(Tests::parse(&json!({"inputs": ["1"], "outputs": []})).is_err());
+        assert!(
+            Tests::from_row(&json!({}))
+                .expect_err("an error")
+                .contains("ground_truth")
+        );
+    }
+
+    #[test]
+    fn case_args_for_each_mode() {
+        let opts = Options::from_row(&json!({})).expect("parses");
+        let t = Tests::parse(&json!({"fn_name": "f", "inputs": ["1\n[2]"], "outputs": ["3"]}))
+            .expect("parses");
+        let a = case_args("class Solution: pass", &t, 0, &opts).expect("parses");
+        assert_eq!(a["call"]["args"], json!([1, [2]]));
+        assert_eq!(a["call"]["solution_class"], json!(true));
+        assert_eq!(a["prelude"], json!(true));
+        let bad = Tests::parse(&json!({"fn_name": "f", "inputs": ["1\n"], "outputs": ["3"]}))
+            .expect("parses");
+        assert_eq!(case_args("", &bad, 0, &opts), Err(CaseResult::Error));
+    }
+
+    #[test]
+    fn judging_and_scoring() {
+        let t =
+            Tests::parse(&json!({"inputs": ["", ""], "outputs": ["3\n", "4\n"]})).expect("parses");
+        let run = |stdout: &str, ok: bool, phase: &str, etype: Value| {
+            json!({"ok": ok, "phase": phase, "stdout": stdout, "error_type": etype, "truncated": false})
+                .to_string()
+        };
+        let p = Semantics::PrimeCode;
+        assert_eq!(
+            judge(Ok(&run("3\n", true, "run", Value::Null)), &t, 0, p),
+            CaseResult::Pass
+        );
+        assert_eq!(
+            judge(Ok(&run("5\n", true, "run", Value::Null)), &t, 0, p),
+            CaseResult::Fail
+        );
+        assert_eq!(
+            judge(
+                Ok(&run("", false, "compile", json!("SyntaxError"))),
+                &t,
+                0,
+                p
+            ),
+            CaseResult::NotRun
+        );
+        assert_eq!(
+            judge(Ok(&run("3\n", false, "run", json!("SystemExit"))), &t, 0, p),
+            CaseResult::Pass
+        );
+        let sf = Semantics::SandboxFusion { continuous: true };
+        assert_eq!(
+            judge(
+                Ok(&run("3\n", false, "run", json!("SystemExit"))),
+                &t,
+                0,
+                sf
+            ),
+            CaseResult::NotRun
+        );
+        assert_eq!(judge(Err(true), &t, 0, sf), CaseResult::Timeout);
+        assert_eq!(CaseResult::Timeout.code(sf), json!(-3));
+        assert_eq!(CaseResult::Timeout.code(p), json!(-1));
+        assert_eq!(score(&[CaseResult::Pass, CaseResult::Fail]), 0.5);
+        assert_eq!(score(&[CaseResult::Pass; 3]), 1.0);
+    }
+}
