@@ -518,3 +518,119 @@ fn serve_scores_openrlhf_reward_requests() {
         std::panic::resume_unwind(e);
     }
 }
+
+/// `POST /run_code` answers as SandboxFusion does for what verl sends: a program that prints
+/// its answer (`Success`), one that raises or exits non-zero (`Failed`, `Finished`, its code),
+/// one that loops (`TimeLimitExceeded` at the request's `run_timeout`, under the tool's own
+/// limit), one past `memory_limit_MB`; other languages and files are refused by name, and
+/// without the tool the error names the flag.
+#[test]
+fn serve_runs_code_as_sandbox_fusion_does() {
+    if !rollbox_tests::built(c::PYTHON_EXEC_TOOL) {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let tool = format!("python={},timeout=10s,memory=1GiB", c::PYTHON_EXEC_TOOL);
+    let (mut child, addr) = start_serve(&["--tool", &tool, "--engine", "embedded"], tmp.path());
+    let result = std::panic::catch_unwind(|| {
+        let run = |body: Value| {
+            let (code, out) = http(&addr, "POST", "/run_code", &body.to_string());
+            let v: Value = serde_json::from_slice(&out).expect("JSON");
+            (code, v)
+        };
+        let verl = |code: &str, stdin: &str, timeout: f64, mb: i64| {
+            json!({"compile_timeout": timeout, "run_timeout": timeout, "code": code,
+                   "stdin": stdin, "memory_limit_MB": mb, "language": "python",
+                   "files": {}, "fetch_files": []})
+        };
+        let (code, v) = run(verl(
+            "a, b = map(int, input().split())\nprint(a + b)\n\n",
+            "1 2\n",
+            10.0,
+            1024,
+        ));
+        assert_eq!(code, 200, "{v}");
+        assert_eq!(v["status"], "Success", "{v}");
+        assert_eq!(v["run_result"]["status"], "Finished");
+        assert_eq!(v["run_result"]["return_code"], 0);
+        assert_eq!(v["run_result"]["stdout"], "3\n");
+
+        let (_, v) = run(verl("raise ValueError('no')", "", 10.0, 1024));
+        assert_eq!(
+            (&v["status"], &v["run_result"]["status"]),
+            (&json!("Failed"), &json!("Finished")),
+            "{v}"
+        );
+        assert_eq!(v["run_result"]["return_code"], 1);
+        assert!(
+            v["run_result"]["stderr"]
+                .as_str()
+                .unwrap_or("")
+                .contains("ValueError: no"),
+            "{v}"
+        );
+        let (_, v) = run(verl("import sys\nprint(1)\nsys.exit(3)", "", 10.0, 1024));
+        assert_eq!(
+            (&v["status"], &v["run_result"]["return_code"]),
+            (&json!("Failed"), &json!(3)),
+            "{v}"
+        );
+        assert_eq!(v["run_result"]["stdout"], "1\n");
+
+        let start = std::time::Instant::now();
+        let (_, v) = run(verl("while True:\n    pass", "", 1.0, 1024));
+        assert_eq!(v["run_result"]["status"], "TimeLimitExceeded", "{v}");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+
+        let (_, v) = run(verl(
+            "x = bytearray(300 << 20)\nprint(len(x))",
+            "",
+            10.0,
+            128,
+        ));
+        assert_eq!(v["status"], "Failed", "{v}");
+        assert_ne!(v["run_result"]["return_code"], 0, "{v}");
+
+        for (body, says) in [
+            (
+                json!({"code": "int main(){}", "language": "cpp"}),
+                "Python only",
+            ),
+            (
+                json!({"code": "print(1)", "language": "python", "files": {"a.txt": "eA=="}}),
+                "no file system",
+            ),
+            (
+                json!({"code": "print(1)", "run_timeout": -1}),
+                "positive number",
+            ),
+            (json!({"stdin": "1"}), "missing field `code`"),
+        ] {
+            let (code, out) = http(&addr, "POST", "/run_code", &body.to_string());
+            let text = String::from_utf8_lossy(&out);
+            assert_eq!(code, 400, "{text}");
+            assert!(text.contains(says), "{text}");
+        }
+        let (_, metrics) = http(&addr, "GET", "/metrics", "");
+        let text = String::from_utf8_lossy(&metrics);
+        assert!(text.contains("rollbox_run_code_requests_total 9"), "{text}");
+        assert!(text.contains("rollbox_run_code_failed_total 4"), "{text}");
+    });
+    child.kill().expect("stop serve");
+    child.wait().expect("reaped");
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (mut child, addr) = start_serve(&["--engine", "embedded"], tmp.path());
+    let (code, out) = http(&addr, "POST", "/run_code", r#"{"code": "print(1)"}"#);
+    child.kill().expect("stop serve");
+    child.wait().expect("reaped");
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(code, 503, "{text}");
+    assert!(text.contains("--tool python=python_exec.wasm"), "{text}");
+}

@@ -534,6 +534,41 @@ impl Runtime {
         Ok(call_registered(name, &reg, args, services).await)
     }
 
+    /// Call the tool registered as `name` once (no retries), its limits tightened to `timeout`
+    /// and `max_memory_bytes` where given, never loosened: a SandboxFusion request's
+    /// `run_timeout` and `memory_limit_MB` within what the operator registered.
+    pub async fn call_registered_tool_within(
+        &self,
+        name: &str,
+        args: String,
+        timeout: Option<Duration>,
+        max_memory_bytes: Option<u64>,
+    ) -> anyhow::Result<Called<String>> {
+        let services = self.services();
+        let Some(reg) = services.tool(name) else {
+            anyhow::bail!(
+                "no tool named `{name}` is registered (registered: {})",
+                names_or_none(&services.tool_names())
+            );
+        };
+        let mut limits = (*reg.policy.limits).clone();
+        if let Some(t) = timeout {
+            limits.timeout = limits.timeout.min(t);
+        }
+        if let Some(m) = max_memory_bytes {
+            limits.max_memory_bytes = limits.max_memory_bytes.min(m);
+        }
+        let tightened = crate::registry::Registered {
+            component: reg.component.clone(),
+            policy: crate::CallPolicy {
+                limits: Arc::new(limits),
+                retries: 0,
+            },
+            fuel_metering: reg.fuel_metering,
+        };
+        Ok(call_registered(name, &tightened, args, services).await)
+    }
+
     // Reward and tool calls, one at a time in a fresh sandbox.
 
     /// Score once with `reward` in a fresh sandbox. A NaN or infinite score is an

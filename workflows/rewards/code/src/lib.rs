@@ -255,7 +255,9 @@ pub fn case_args(
     i: usize,
     opts: &Options,
 ) -> Result<Value, CaseResult> {
-    let prelude = opts.semantics == Semantics::PrimeCode;
+    // prime_code runs the APPS harness's imports before every program; SandboxFusion's
+    // call-based wrapper has the same star imports (its stdio programs run as written).
+    let prelude = opts.semantics == Semantics::PrimeCode || tests.fn_name.is_some();
     let mut code = program.to_string();
     if let Some(extra) = tests.assert_case.get(i) {
         code.push_str("\n\n");
