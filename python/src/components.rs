@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 use rollbox_host::HostSpec;
 use rollbox_runtime::{Called, GuestFault, RewardCall, Setting};
 
@@ -35,7 +35,7 @@ fn hint(setting: &Setting, kind: &str, name: &str) -> String {
 
 /// `called` as a dict: `value_key` (the value, None on a fault), `fault` (the fault's kind,
 /// None on success), `error` (what happened and what to change), `wall_s`, `fuel`,
-/// `peak_memory_bytes` and `attempts`.
+/// `peak_memory_bytes`, `attempts` and `logs` (the last attempt's `{"level", "message"}`).
 fn to_dict<'py, T: IntoPyObject<'py> + Clone>(
     py: Python<'py>,
     called: &Called<T>,
@@ -60,6 +60,14 @@ fn to_dict<'py, T: IntoPyObject<'py> + Clone>(
     d.set_item("fuel", called.fuel_consumed)?;
     d.set_item("peak_memory_bytes", called.peak_memory_bytes)?;
     d.set_item("attempts", called.attempts)?;
+    let logs = PyList::empty(py);
+    for line in &called.logs {
+        let l = PyDict::new(py);
+        l.set_item("level", line.level)?;
+        l.set_item("message", &line.message)?;
+        logs.append(l)?;
+    }
+    d.set_item("logs", logs)?;
     Ok(d)
 }
 
@@ -108,7 +116,7 @@ impl Components {
     /// Score `completion` with the reward `name`, in a fresh sandbox. Awaitable; gives a dict:
     /// `score` (None when the call faulted), `fault` (`timeout`, `trap`, `out_of_fuel`,
     /// `memory_limit`, ...; None on success), `error`, `wall_s`, `fuel`, `peak_memory_bytes`,
-    /// `attempts`. `data` is the row the reward reads its reference from (e.g. `answer`).
+    /// `attempts`, `logs`. `data` is the row the reward reads its reference from (e.g. `answer`).
     #[pyo3(signature = (name, completion, *, prompt=String::new(), data=None, prompt_ids=Vec::new(), completion_ids=Vec::new()))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn score<'py>(

@@ -312,3 +312,24 @@ def test_components_give_each_tools_schema_from_its_describe():
     assert all(s["type"] == "function" for s in schemas)
     assert schemas[0]["function"]["parameters"]["required"] == ["expression"]
     assert rollbox.Components().tool_schemas() == []
+
+
+def test_the_code_reward_logs_each_cases_result():
+    """`logs` of a call: the `code` reward's per-case results, verl's codes (true, false, -1,
+    -2), from cases run in python-exec through the host's tools."""
+    python_exec = ROOT / "target/wasm-guests/python/python_exec_tool.wasm"
+    assert python_exec.exists(), f"{python_exec} is built by `cargo test --workspace`"
+    c = rollbox.Components(
+        rewards={"code": "code"},
+        tools={"python": {"path": str(python_exec), "timeout": "5s", "retries": 0}},
+    )
+    row = {"reward_model": {"ground_truth": {"inputs": ["1 2\n", "5 5\n", "0 x\n"], "outputs": ["3\n", "10\n", "0\n"]}}}
+    program = "```python\na, b = input().split()\nprint(int(a) + (1 if a == '5' else int(b)))\n```"
+
+    async def score():
+        return await c.score("code", program, data=row)
+
+    r = asyncio.run(score())
+    assert r["score"] == pytest.approx(1 / 3), r
+    cases = [json.loads(l["message"]) for l in r["logs"] if l["message"].startswith("{")]
+    assert cases == [{"cases": [True, False, -1]}], r["logs"]

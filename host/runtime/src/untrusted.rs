@@ -18,7 +18,7 @@ use crate::limits::Limits;
 use crate::registry::Registered;
 use crate::sandbox::{GuestFuture, fuel_consumed, guarded, new_store};
 use crate::services::Services;
-use crate::state::{CallCtx, StoreState};
+use crate::state::{CallCtx, LogLine, StoreState};
 use crate::text::escape_control;
 
 /// What one attempt of a reward or tool call produced and cost.
@@ -34,6 +34,8 @@ pub struct CallReport<T> {
     pub fuel_consumed: Option<u64>,
     /// Captured stderr (bounded), for diagnosing a failure.
     pub stderr: String,
+    /// What the guest logged (bounded by the call's log limit).
+    pub logs: Vec<LogLine>,
 }
 
 /// Input of a reward call (AReaL's reward-function arguments).
@@ -258,6 +260,7 @@ async fn attempt<T>(
         peak_memory_bytes: store.data().limiter.peak_bytes(),
         fuel_consumed: fuel_consumed(fuel, &store),
         stderr: store.data().ctx.stderr.take().0,
+        logs: std::mem::take(&mut store.data_mut().ctx.logs),
     };
     if report.peak_memory_bytes >= DEFERRED_TEARDOWN_BYTES {
         reap(store);
@@ -319,6 +322,7 @@ impl<T> CallReport<T> {
             peak_memory_bytes: 0,
             fuel_consumed: None,
             stderr: String::new(),
+            logs: Vec::new(),
         }
     }
 
@@ -329,6 +333,7 @@ impl<T> CallReport<T> {
             peak_memory_bytes: self.peak_memory_bytes,
             fuel_consumed: self.fuel_consumed,
             stderr: self.stderr,
+            logs: self.logs,
         }
     }
 }
@@ -344,10 +349,13 @@ struct Tally {
     fuel: Option<u64>,
     peak: usize,
     attempts: u32,
+    /// The last attempt's log lines.
+    logs: Vec<LogLine>,
 }
 
 impl Tally {
-    fn add<T>(&mut self, r: &CallReport<T>) {
+    fn add<T>(&mut self, r: &mut CallReport<T>) {
+        self.logs = std::mem::take(&mut r.logs);
         self.wall += r.wall;
         self.peak = self.peak.max(r.peak_memory_bytes);
         self.attempts += 1;
@@ -409,8 +417,8 @@ where
             CallKind::Tool => services.tool_slot().await,
             CallKind::NestedTool => services.nested_slot().await,
         };
-        let r = attempt().await;
-        tally.add(&r);
+        let mut r = attempt().await;
+        tally.add(&mut r);
         match r.result {
             Ok(v) => return (Ok(v), tally),
             Err(f) => {
@@ -480,6 +488,8 @@ pub struct Called<T> {
     pub peak_memory_bytes: usize,
     /// Attempts made (1 when the first one succeeded).
     pub attempts: u32,
+    /// What the last attempt logged (the `code` reward: each case's result).
+    pub logs: Vec<LogLine>,
 }
 
 impl<T> Called<T> {
@@ -490,6 +500,7 @@ impl<T> Called<T> {
             fuel_consumed: tally.fuel,
             peak_memory_bytes: tally.peak,
             attempts: tally.attempts,
+            logs: tally.logs,
         }
     }
 

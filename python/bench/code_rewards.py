@@ -1,0 +1,147 @@
+"""Code-execution rewards: `rollbox.verl.compute_score` (the `code` reward, each test case in a
+fresh python-exec instance) against verl 0.9.1's own `default_compute_score` (`prime_code`:
+the cases in forked processes, `signal.alarm` timeouts), on the same completions, in the same
+run, A/B interleaved for `--rounds` rounds.
+
+Inputs, each a 2-case stdin problem: a program that passes, one that fails (a wrong answer),
+and `while True: pass` (once per side: verl's default timeouts, 10 s per case here).
+Prints per call (2 cases) p50/p99 at 1 in flight, cases/s with 1 and 64 calls in flight
+(rollbox: 64 awaited at once; verl: a 64-thread pool, as verl's `naive` manager runs a sync
+scorer), the looping program's wall time, and the process's peak RSS growth.
+
+    PYTHONPATH=python ~/.cache/rollbox/trainers-venv-*/bin/python python/bench/code_rewards.py \\
+        --python-exec target/wasm-guests/python/python_exec_tool.wasm
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = json.dumps({"inputs": ["1 2\n", "10 20\n"], "outputs": ["3\n", "30\n"]})
+PROGRAMS = {
+    "pass": "a, b = map(int, input().split())\nprint(a + b)",
+    "fail": "a, b = map(int, input().split())\nprint(a - b)",
+}
+LOOP = "while True:\n    pass"
+CASES_PER_CALL = 2
+
+
+def fenced(code: str) -> str:
+    return f"My solution:\n```python\n{code}\n```\n"
+
+
+def rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Rollbox:
+    name = "rollbox"
+
+    def __init__(self, python_exec: str):
+        from rollbox.verl import compute_score
+
+        self.compute_score = compute_score
+        self.python_exec = python_exec
+
+    async def _one(self, completion: str) -> float:
+        r = await self.compute_score(
+            "codecontests", completion, TESTS, python_exec=self.python_exec
+        )
+        assert r["fault"] is None, r
+        return r["score"]
+
+    def one(self, completion: str) -> float:
+        return asyncio.run(self._one(completion))
+
+    def many(self, completions: list[str], in_flight: int) -> list[float]:
+        async def run():
+            gate = asyncio.Semaphore(in_flight)
+
+            async def bounded(c):
+                async with gate:
+                    return await self._one(c)
+
+            return await asyncio.gather(*(bounded(c) for c in completions))
+
+        return asyncio.run(run())
+
+
+class Verl:
+    name = "verl prime_code"
+
+    def __init__(self):
+        from verl.utils.reward_score import default_compute_score
+
+        self.score = default_compute_score
+
+    def one(self, completion: str) -> float:
+        return float(self.score("codecontests", completion, TESTS))
+
+    def many(self, completions: list[str], in_flight: int) -> list[float]:
+        with ThreadPoolExecutor(in_flight) as pool:
+            return list(pool.map(self.one, completions))
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python-exec", default=str(ROOT / "target/wasm-guests/python/python_exec_tool.wasm"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--calls", type=int, default=20, help="sequential calls per program per round")
+    ap.add_argument("--burst", type=int, default=128, help="calls in the 64-in-flight burst")
+    ap.add_argument("--no-loop", action="store_true", help="skip the looping program")
+    a = ap.parse_args()
+
+    base = rss_mib()
+    sides = [Rollbox(a.python_exec), Verl()]
+    for s in sides:  # warm: imports, the component cache, verl's first fork
+        s.one(fenced(PROGRAMS["pass"]))
+    lat = {(s.name, p): [] for s in sides for p in PROGRAMS}
+    rate = {(s.name, n): [] for s in sides for n in (1, 64)}
+    scores = {}
+    for _ in range(a.rounds):
+        for s in sides:
+            for p, code in PROGRAMS.items():
+                for _ in range(a.calls):
+                    t = time.perf_counter()
+                    scores[(s.name, p)] = s.one(fenced(code))
+                    lat[(s.name, p)].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            s.many([fenced(PROGRAMS["pass"])] * a.calls, 1)
+            rate[(s.name, 1)].append(a.calls * CASES_PER_CALL / (time.perf_counter() - t))
+            t = time.perf_counter()
+            got = s.many([fenced(PROGRAMS["pass"])] * a.burst, 64)
+            rate[(s.name, 64)].append(a.burst * CASES_PER_CALL / (time.perf_counter() - t))
+            assert all(g == 1.0 for g in got), (s.name, set(got))
+    print(f"code rewards, a 2-case stdin problem; {a.rounds} rounds, A/B interleaved")
+    print(f"{'side':<16} {'program':<6} {'score':>5} {'p50 ms':>8} {'p99 ms':>8}")
+    for (side, p), xs in lat.items():
+        print(f"{side:<16} {p:<6} {scores[(side, p)]:>5.2f} {statistics.median(xs) * 1e3:>8.1f} {pct(xs, 0.99) * 1e3:>8.1f}")
+    print(f"{'side':<16} {'in flight':>9} {'cases/s (median of rounds)':>28}")
+    for (side, n), xs in rate.items():
+        print(f"{side:<16} {n:>9} {statistics.median(xs):>28.1f}")
+    r50 = statistics.median(lat[("rollbox", "pass")])
+    v50 = statistics.median(lat[("verl prime_code", "pass")])
+    print(f"passing call p50: rollbox {r50 * 1e3:.1f} ms ({r50 / CASES_PER_CALL * 1e3:.1f} ms per case), verl {v50 * 1e3:.1f} ms: {v50 / r50:.0f}x")
+    if not a.no_loop:
+        for s in sides:
+            t = time.perf_counter()
+            got = s.one(fenced(LOOP))
+            print(f"{s.name}: `while True: pass` scored {got} in {time.perf_counter() - t:.1f} s")
+    print(f"peak RSS growth of this process (both sides): {rss_mib() - base:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
