@@ -67,7 +67,7 @@ _CODE_SOURCES = ("codecontests", "apps", "codeforces", "taco")
 RESULT_KEYS = ("score", "acc", "fault", "error", "reward_ms", "attempts")
 
 # Per-call options passed through to the component (see rollbox's limit keys).
-_OPTIONS = ("timeout", "retries", "max_memory", "memory", "fuel")
+_OPTIONS = ("timeout", "retries", "max_memory", "memory", "fuel", "max_boundary_bytes")
 
 
 def reward_for(data_source: str) -> str:
@@ -97,7 +97,14 @@ def _python_exec(path: str | None) -> dict[str, Any]:
             "its .wasm (scripts/guests/build-python-exec.sh builds it), or pass "
             "+reward.custom_reward_function.reward_kwargs.python_exec=PATH"
         )
-    return {"path": str(path), "timeout": "10s", "memory": "1GiB", "retries": 0}
+    # Its reply carries a case's stdout (up to 1 Mi characters, escaped as JSON).
+    return {
+        "path": str(path),
+        "timeout": "10s",
+        "memory": "1GiB",
+        "retries": 0,
+        "max_boundary_bytes": "16MiB",
+    }
 
 
 def _spec(reward: str, options: dict[str, Any]) -> dict[str, Any] | str:
@@ -136,6 +143,8 @@ async def compute_score(
     if name == "code":
         tools = {"python": _python_exec(python_exec)}
         options.setdefault("timeout", CODE_REWARD_TIMEOUT)
+        # The cases' programs and stdin pass through the reward to its tool calls.
+        options.setdefault("max_boundary_bytes", "64MiB")
     components = _components.cached(
         rewards={"reward": _spec(name, options)}, tools=tools, max_host_memory=max_host_memory
     )

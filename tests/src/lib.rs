@@ -333,3 +333,53 @@ pub fn check_generated_page(path: &str, page: &str, what: &str, test: &str) {
         "{path} is not {what}: rewrite it with `ROLLBOX_BLESS=1 {test}`"
     );
 }
+
+/// The built-in `code` reward (`REWARD_CODE`) with python-exec registered as its runner
+/// `python`: `case_timeout` and 1 GiB per test case, the reward itself 120 s, no retries.
+pub fn code_runtime(case_timeout: Duration) -> Runtime {
+    let rt = runtime();
+    let case = rollbox_runtime::CallPolicy {
+        limits: Arc::new(rollbox_runtime::Limits {
+            timeout: case_timeout,
+            max_memory_bytes: 1 << 30,
+            max_boundary_bytes: 16 << 20,
+            ..rollbox_runtime::Limits::untrusted_tool()
+        }),
+        retries: 0,
+    };
+    rt.register_tool("python", Path::new(components::PYTHON_EXEC_TOOL), case)
+        .expect("python-exec");
+    let reward = rollbox_runtime::CallPolicy {
+        limits: Arc::new(rollbox_runtime::Limits {
+            timeout: Duration::from_secs(120),
+            max_boundary_bytes: 64 << 20,
+            ..rollbox_runtime::Limits::untrusted_call()
+        }),
+        retries: 0,
+    };
+    rt.register_reward("code", Path::new(components::REWARD_CODE), reward)
+        .expect("code reward");
+    rt
+}
+
+/// Score `completion` against `row` with the reward registered as `code`: the score, or the
+/// fault of its last attempt.
+pub async fn score_code(
+    rt: &Runtime,
+    completion: &str,
+    row: serde_json::Value,
+) -> Result<f64, rollbox_runtime::GuestFault> {
+    rt.score(
+        "code",
+        rollbox_runtime::RewardCall {
+            prompt: String::new(),
+            completion: completion.into(),
+            prompt_ids: vec![],
+            completion_ids: vec![],
+            data: row,
+        },
+    )
+    .await
+    .expect("the code reward is registered")
+    .result
+}

@@ -6,39 +6,17 @@
 //! timeout; and the next call works.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rollbox_runtime::{CallPolicy, Limits, RewardCall, Runtime};
+use rollbox_runtime::{CallPolicy, RewardCall, Runtime};
 use rollbox_tests::components as c;
 use rollbox_tests::runtime;
 use serde_json::{Value, json};
 
 /// The code reward, and python-exec as its runner with a 1 s per-case timeout.
 fn code_runtime() -> Option<Runtime> {
-    if !rollbox_tests::built(c::PYTHON_EXEC_TOOL) {
-        return None;
-    }
-    let rt = runtime();
-    let case = CallPolicy {
-        limits: Arc::new(Limits {
-            timeout: Duration::from_secs(1),
-            ..Limits::untrusted_tool()
-        }),
-        retries: 0,
-    };
-    rt.register_tool("python", Path::new(c::PYTHON_EXEC_TOOL), case)
-        .expect("python-exec");
-    let reward = CallPolicy {
-        limits: Arc::new(Limits {
-            timeout: Duration::from_secs(60),
-            ..Limits::untrusted_call()
-        }),
-        retries: 0,
-    };
-    rt.register_reward("code", Path::new(c::REWARD_CODE), reward)
-        .expect("code reward");
-    Some(rt)
+    rollbox_tests::built(c::PYTHON_EXEC_TOOL)
+        .then(|| rollbox_tests::code_runtime(Duration::from_secs(1)))
 }
 
 fn stdio(inputs: &[&str], outputs: &[&str]) -> Value {
@@ -46,21 +24,8 @@ fn stdio(inputs: &[&str], outputs: &[&str]) -> Value {
 }
 
 async fn score(rt: &Runtime, completion: &str, row: Value) -> f64 {
-    let called = rt
-        .score(
-            "code",
-            RewardCall {
-                prompt: String::new(),
-                completion: completion.into(),
-                prompt_ids: vec![],
-                completion_ids: vec![],
-                data: row,
-            },
-        )
+    rollbox_tests::score_code(rt, completion, row)
         .await
-        .expect("registered");
-    called
-        .result
         .unwrap_or_else(|f| panic!("the code reward faulted: {f}"))
 }
 

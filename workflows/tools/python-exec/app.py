@@ -108,6 +108,8 @@ PRELUDE = (
 
 # Kept before any snippet runs: a snippet that replaces `json.dumps` cannot break the reply.
 _dumps = json.dumps
+# The real one, whatever a program binds to the name (a class of its own called SystemExit).
+_SystemExit = SystemExit
 
 
 class _Capped(io.TextIOBase):
@@ -118,6 +120,7 @@ class _Capped(io.TextIOBase):
         self.head = []
         self.head_len = 0
         self.tail = ""
+        self.total = 0
         self.dropped = False
 
     def writable(self):
@@ -127,14 +130,16 @@ class _Capped(io.TextIOBase):
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
         half = self.cap // 2
+        self.total += len(s)
         room = half - self.head_len
         if room > 0:
             self.head.append(s[:room])
             self.head_len += min(len(s), room)
             s = s[room:]
         if s:
-            self.tail = (self.tail + s)[-half:]
-            if len(self.tail) == half:
+            self.tail = (self.tail + s)[-(self.cap - half):]
+            # Cut only once more was written than the cap keeps.
+            if self.total > self.cap:
                 self.dropped = True
         return len(s)
 
@@ -199,8 +204,9 @@ def _program(code, stdin, prelude, call, cap):
     """Run `code` as a program (see the module's doc)."""
     out, err = _Capped(cap), _Capped(cap)
     result = {
-        "ok": True, "phase": "compile", "exit_code": 0, "stdout": "", "stderr": "",
-        "result": None, "error_type": None, "error": None, "truncated": False,
+        "ok": True, "phase": "compile", "exit_code": 0, "exited": False, "stdout": "",
+        "stderr": "", "result": None, "error_type": None, "error": None, "truncated": False,
+        "stdout_truncated": False,
     }
     saved = sys.stdin, sys.stdout, sys.stderr
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8", "surrogatepass")), encoding="utf-8")
@@ -224,7 +230,8 @@ def _program(code, stdin, prelude, call, cap):
                 if len(text) > cap:
                     raise ValueError(f"the result's JSON is {len(text)} characters; at most {cap}")
                 result["result"] = text
-        except SystemExit as e:
+        except _SystemExit as e:
+            result["exited"] = True
             result["exit_code"] = _exit_code(e)
             if result["exit_code"] != 0:
                 result["ok"] = False
@@ -240,6 +247,7 @@ def _program(code, stdin, prelude, call, cap):
     result["stdout"] = out.text()
     result["stderr"] = err.text()
     result["truncated"] = out.dropped or err.dropped
+    result["stdout_truncated"] = out.dropped
     return result
 
 

@@ -154,9 +154,108 @@ pub fn sandbox_fusion_stdio(out: &str, expected: &str) -> bool {
     out.trim_end_matches('\n') == expected.trim_end_matches('\n')
 }
 
+/// Integers with more digits than this are kept as text by [`parse_json`] (an `i64` or `u64`
+/// holds every integer of 18 digits).
+const EXACT_DIGITS: usize = 18;
+
+/// How [`parse_json`] keeps an integer too long for `i64`/`u64`: a string with this prefix.
+const BIG_INT: &str = "\u{0}int:";
+
+/// JSON text as a [`Value`], with integers of more than 18 digits kept exactly (Python's ints
+/// are unbounded; `serde_json` would round them to `f64`, and `n! + 1` would equal `n!`).
+pub fn parse_json(text: &str) -> serde_json::Result<Value> {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut i, mut start) = (0, 0);
+    let mut in_string = false;
+    while i < b.len() {
+        let c = b[i];
+        if in_string {
+            match c {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'"' {
+            in_string = true;
+            i += 1;
+            continue;
+        }
+        if c == b'-' || c.is_ascii_digit() {
+            let mut j = i + 1;
+            while j < b.len()
+                && (b[j].is_ascii_digit() || matches!(b[j], b'.' | b'e' | b'E' | b'+' | b'-'))
+            {
+                j += 1;
+            }
+            let token = &text[i..j];
+            let digits = token.trim_start_matches('-');
+            if digits.len() > EXACT_DIGITS && digits.bytes().all(|d| d.is_ascii_digit()) {
+                out.push_str(&text[start..i]);
+                out.push('"');
+                out.push_str("\\u0000int:");
+                out.push_str(token);
+                out.push('"');
+                start = j;
+            }
+            i = j;
+            continue;
+        }
+        i += 1;
+    }
+    if start == 0 {
+        return serde_json::from_str(text);
+    }
+    out.push_str(&text[start..]);
+    serde_json::from_str(&out)
+}
+
+/// A big integer [`parse_json`] kept, as its sign and digits without leading zeros.
+fn big_int(v: &Value) -> Option<(bool, &str)> {
+    let t = v.as_str()?.strip_prefix(BIG_INT)?;
+    let (neg, digits) = match t.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, t),
+    };
+    let digits = digits.trim_start_matches('0');
+    Some((
+        neg && !digits.is_empty(),
+        if digits.is_empty() { "0" } else { digits },
+    ))
+}
+
+/// Python's `==` between a big integer and another value.
+fn big_eq((neg, digits): (bool, &str), other: &Value) -> bool {
+    if let Some(o) = big_int(other) {
+        return (neg, digits) == o;
+    }
+    let text = match other {
+        Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if f.is_finite() && f.fract() == 0.0 => format!("{f:.0}"),
+            _ => return false,
+        },
+        _ => return false,
+    };
+    let (o_neg, o_digits) = match text.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, text.as_str()),
+    };
+    (neg, digits) == (o_neg && o_digits != "0", o_digits)
+}
+
 /// Python's `==` on JSON-decoded values: numbers and booleans compare by value (`True == 1`,
-/// `2 == 2.0`), lists element by element, dicts by key set and values.
+/// `2 == 2.0`, big integers exactly), lists element by element, dicts by key set and values.
 pub fn py_eq(a: &Value, b: &Value) -> bool {
+    if let Some(x) = big_int(a) {
+        return big_eq(x, b);
+    }
+    if let Some(y) = big_int(b) {
+        return big_eq(y, a);
+    }
     match (a, b) {
         (Value::Null, Value::Null) => true,
         (Value::String(x), Value::String(y)) => x == y,
@@ -300,6 +399,31 @@ mod tests {
         assert!(py_eq(&json!({"a": [1, 2]}), &json!({"a": [1.0, 2]})));
         assert!(!py_eq(&json!("1"), &json!(1)));
         assert!(!py_eq(&json!([1]), &json!([1, 1])));
+    }
+
+    #[test]
+    fn big_integers_compare_exactly() {
+        let fact21 = "51090942171709440000";
+        let plus1 = "51090942171709440001";
+        let a = parse_json(fact21).expect("json");
+        let b = parse_json(plus1).expect("json");
+        assert!(!py_eq(&a, &b));
+        assert!(py_eq(&a, &parse_json(fact21).expect("json")));
+        assert!(py_eq(
+            &parse_json("[1, -0000000000000000000000]").expect("json"),
+            &json!([1, 0])
+        ));
+        assert!(py_eq(&a, &json!(51090942171709440000.0)));
+        assert!(!py_eq(&a, &json!(fact21)));
+        // Inside strings, digits stay text.
+        assert_eq!(
+            parse_json("[\"12345678901234567890\"]").expect("json"),
+            json!(["12345678901234567890"])
+        );
+        assert!(!prime_call(
+            &parse_json(plus1).expect("json"),
+            &parse_json(&format!("[{fact21}]")).expect("json")
+        ));
     }
 
     #[test]

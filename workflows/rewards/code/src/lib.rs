@@ -153,7 +153,7 @@ impl Tests {
         let parsed;
         let v = match v {
             Value::String(s) => {
-                parsed = serde_json::from_str::<Value>(s)
+                parsed = compare::parse_json(s)
                     .map_err(|e| format!("the test cases are not JSON: {e}"))?;
                 &parsed
             }
@@ -247,14 +247,29 @@ impl CaseResult {
     }
 }
 
-/// The runner's arguments for case `i` of `tests` (python-exec's program mode), or the case's
-/// result when it cannot be run (its arguments are not JSON).
+/// The runner's arguments for case `i` of `tests` (python-exec's program mode) as JSON text,
+/// or the case's result when it cannot be run (its arguments are not JSON).
 pub fn case_args(
     program: &str,
     tests: &Tests,
     i: usize,
     opts: &Options,
-) -> Result<Value, CaseResult> {
+) -> Result<String, CaseResult> {
+    #[derive(serde::Serialize)]
+    struct Call<'a> {
+        fn_name: &'a str,
+        args: &'a serde_json::value::RawValue,
+        solution_class: bool,
+    }
+    #[derive(serde::Serialize)]
+    struct Run<'a> {
+        code: &'a str,
+        stdin: &'a str,
+        prelude: bool,
+        max_output_chars: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        call: Option<Call<'a>>,
+    }
     // prime_code runs the APPS harness's imports before every program; SandboxFusion's
     // call-based wrapper has the same star imports (its stdio programs run as written).
     let prelude = opts.semantics == Semantics::PrimeCode || tests.fn_name.is_some();
@@ -263,40 +278,69 @@ pub fn case_args(
         code.push_str("\n\n");
         code.push_str(extra);
     }
-    let mut args = json!({
-        "code": code,
-        "prelude": prelude,
-        "max_output_chars": opts.max_output_chars,
-    });
-    match &tests.fn_name {
-        None => {
-            args["stdin"] = match &tests.inputs[i] {
-                Value::String(s) => Value::String(s.clone()),
-                Value::Null => Value::String(String::new()),
-                // A non-string input is what Python's `str()` of it reads like for a list of
-                // strings; anything else is given as its JSON text.
-                other => Value::String(other.to_string()),
+    let stdin = match (&tests.fn_name, &tests.inputs[i]) {
+        (Some(_), _) | (None, Value::Null) => String::new(),
+        (None, Value::String(s)) => s.clone(),
+        // A non-string input is given as its JSON text.
+        (None, other) => untag(&other.to_string()),
+    };
+    // A call's arguments as the text they came in, so big integers reach the program exactly.
+    let args = match &tests.fn_name {
+        None => None,
+        Some(_) => {
+            let text = match &tests.inputs[i] {
+                Value::String(s) => {
+                    for line in s.split('\n') {
+                        serde_json::from_str::<serde::de::IgnoredAny>(line)
+                            .map_err(|_| CaseResult::Error)?;
+                    }
+                    format!("[{}]", s.split('\n').collect::<Vec<_>>().join(","))
+                }
+                Value::Array(_) => untag(&tests.inputs[i].to_string()),
+                other => format!("[{}]", untag(&other.to_string())),
             };
+            Some(serde_json::value::RawValue::from_string(text).map_err(|_| CaseResult::Error)?)
         }
-        Some(f) => {
-            let call_args = match &tests.inputs[i] {
-                Value::String(s) => s
-                    .split('\n')
-                    .map(serde_json::from_str::<Value>)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| CaseResult::Error)?,
-                Value::Array(a) => a.clone(),
-                other => vec![other.clone()],
-            };
-            args["stdin"] = Value::String(String::new());
-            args["call"] = json!({
-                "fn_name": f,
-                "args": call_args,
-                "solution_class": program.contains("class Solution"),
-            });
+    };
+    let run = Run {
+        code: &code,
+        stdin: &stdin,
+        prelude,
+        max_output_chars: opts.max_output_chars,
+        call: tests
+            .fn_name
+            .as_deref()
+            .zip(args.as_deref())
+            .map(|(f, args)| Call {
+                fn_name: f,
+                args,
+                solution_class: program.contains("class Solution"),
+            }),
+    };
+    serde_json::to_string(&run).map_err(|_| CaseResult::Error)
+}
+
+/// JSON text with [`compare::parse_json`]'s big integers written back as numbers.
+fn untag(text: &str) -> String {
+    const TAG: &str = "\"\\u0000int:";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(TAG) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + TAG.len()..];
+        match after.find('"') {
+            Some(end) => {
+                out.push_str(&after[..end]);
+                rest = &after[end + 1..];
+            }
+            None => {
+                out.push_str(&rest[at..]);
+                rest = "";
+            }
         }
     }
-    Ok(args)
+    out.push_str(rest);
+    out
 }
 
 /// Judge what the runner returned for case `i`: `Ok(output)` is python-exec's program-mode
@@ -305,12 +349,17 @@ pub fn judge(run: Result<&str, bool>, tests: &Tests, i: usize, semantics: Semant
     let out: Value = match run {
         Err(true) => return CaseResult::Timeout,
         Err(false) => return CaseResult::Error,
-        Ok(text) => match serde_json::from_str(text) {
+        Ok(text) => match serde_json::from_str::<Value>(text) {
             Ok(v) => v,
             Err(_) => return CaseResult::Error,
         },
     };
-    if out["truncated"] == json!(true) {
+    // Only stdout decides: a program may write what it likes to stderr.
+    let cut = match out.get("stdout_truncated") {
+        Some(v) => v == &json!(true),
+        None => out["truncated"] == json!(true),
+    };
+    if cut {
         return CaseResult::Fail;
     }
     let ok = out["ok"] == json!(true);
@@ -322,7 +371,7 @@ pub fn judge(run: Result<&str, bool>, tests: &Tests, i: usize, semantics: Semant
     if !ok {
         // prime_code counts output printed before `sys.exit(n)` (its harness swallows
         // `SystemExit`); SandboxFusion sees a process that exited with n.
-        let exited = out["error_type"] == json!("SystemExit");
+        let exited = out["exited"] == json!(true);
         if !(prime && exited && tests.fn_name.is_none()) {
             return if prime {
                 CaseResult::Error
@@ -349,13 +398,13 @@ pub fn judge(run: Result<&str, bool>, tests: &Tests, i: usize, semantics: Semant
             let Some(text) = out["result"].as_str() else {
                 return CaseResult::Error;
             };
-            let Ok(result) = serde_json::from_str::<Value>(text) else {
+            let Ok(result) = compare::parse_json(text) else {
                 return CaseResult::Error;
             };
             match semantics {
                 Semantics::PrimeCode => {
                     let want = match expected {
-                        Value::String(s) => match serde_json::from_str::<Value>(s) {
+                        Value::String(s) => match compare::parse_json(s) {
                             Ok(v) => v,
                             Err(_) => return CaseResult::Error,
                         },
@@ -434,7 +483,7 @@ mod component {
                     Ok(args) => {
                         calls.push(tools::ToolCall {
                             name: opts.runner.clone(),
-                            args: args.to_string(),
+                            args,
                         });
                         index.push(i);
                     }
@@ -528,10 +577,37 @@ mod tests {
         let opts = Options::from_row(&json!({})).expect("parses");
         let t = Tests::parse(&json!({"fn_name": "f", "inputs": ["1\n[2]"], "outputs": ["3"]}))
             .expect("parses");
-        let a = case_args("class Solution: pass", &t, 0, &opts).expect("parses");
+        let a: Value =
+            serde_json::from_str(&case_args("class Solution: pass", &t, 0, &opts).expect("parses"))
+                .expect("JSON");
         assert_eq!(a["call"]["args"], json!([1, [2]]));
         assert_eq!(a["call"]["solution_class"], json!(true));
         assert_eq!(a["prelude"], json!(true));
+        let stdio =
+            Tests::parse(&json!({"inputs": ["1 2\n"], "outputs": ["3\n"]})).expect("parses");
+        let a: Value =
+            serde_json::from_str(&case_args("print(3)", &stdio, 0, &opts).expect("args"))
+                .expect("JSON");
+        assert_eq!((&a["stdin"], &a["call"]), (&json!("1 2\n"), &Value::Null));
+        // Big integers reach the program as written.
+        let big = Tests::parse(&json!(
+            "{\"fn_name\": \"f\", \"inputs\": [\"123456789012345678901234\"], \"outputs\": [\"1\"]}"
+        ))
+        .expect("parses");
+        let text = case_args("", &big, 0, &opts).expect("args");
+        assert!(
+            text.contains("\"args\":[123456789012345678901234]"),
+            "{text}"
+        );
+        let listed = Tests::parse(&json!(
+            "{\"fn_name\": \"f\", \"inputs\": [[123456789012345678901234, 1]], \"outputs\": [\"1\"]}"
+        ))
+        .expect("parses");
+        let text = case_args("", &listed, 0, &opts).expect("args");
+        assert!(
+            text.contains("\"args\":[123456789012345678901234,1]"),
+            "{text}"
+        );
         let bad = Tests::parse(&json!({"fn_name": "f", "inputs": ["1\n"], "outputs": ["3"]}))
             .expect("parses");
         assert_eq!(case_args("", &bad, 0, &opts), Err(CaseResult::Error));
@@ -542,8 +618,10 @@ mod tests {
         let t =
             Tests::parse(&json!({"inputs": ["", ""], "outputs": ["3\n", "4\n"]})).expect("parses");
         let run = |stdout: &str, ok: bool, phase: &str, etype: Value| {
-            json!({"ok": ok, "phase": phase, "stdout": stdout, "error_type": etype, "truncated": false})
-                .to_string()
+            let exited = etype == json!("SystemExit");
+            json!({"ok": ok, "phase": phase, "stdout": stdout, "error_type": etype,
+                   "exited": exited, "truncated": false})
+            .to_string()
         };
         let p = Semantics::PrimeCode;
         assert_eq!(
