@@ -7,7 +7,8 @@ Inputs, each a 2-case stdin problem: a program that passes, one that fails (a wr
 and `while True: pass` (once per side: verl's default timeouts, 10 s per case here).
 Prints per call (2 cases) p50/p99 at 1 in flight, cases/s with 1 and 64 calls in flight
 (rollbox: 64 awaited at once; verl: a 64-thread pool, as verl's `naive` manager runs a sync
-scorer), the looping program's wall time, and the process's peak RSS growth.
+scorer), the looping program's wall time, the process's peak RSS growth, and where a case's
+time goes in rollbox (one python-exec call, with and without the APPS imports; the reward).
 
     PYTHONPATH=python ~/.cache/rollbox/trainers-venv-*/bin/python python/bench/code_rewards.py \\
         --python-exec target/wasm-guests/python/python_exec_tool.wasm
@@ -102,7 +103,11 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20, help="sequential calls per program per round")
     ap.add_argument("--burst", type=int, default=128, help="calls in the 64-in-flight burst")
     ap.add_argument("--no-loop", action="store_true", help="skip the looping program")
+    ap.add_argument("--breakdown-only", action="store_true", help="only where rollbox's time goes")
     a = ap.parse_args()
+    if a.breakdown_only:
+        breakdown(a.python_exec)
+        return
 
     base = rss_mib()
     sides = [Rollbox(a.python_exec), Verl()]
@@ -141,6 +146,43 @@ def main() -> None:
             got = s.one(fenced(LOOP))
             print(f"{s.name}: `while True: pass` scored {got} in {time.perf_counter() - t:.1f} s")
     print(f"peak RSS growth of this process (both sides): {rss_mib() - base:.0f} MiB")
+    breakdown(a.python_exec)
+
+
+def breakdown(python_exec: str, n: int = 50) -> None:
+    """Where a case's time goes: one python-exec call (p50 from Python and inside the tool),
+    without and with the APPS imports, and the 2-case reward (from Python and inside it)."""
+    import rollbox
+
+    c = rollbox.Components(
+        tools={"python": {"path": python_exec, "timeout": "10s", "max_boundary_bytes": "16MiB"}},
+        rewards={"code": {"path": "code", "timeout": "60s", "max_boundary_bytes": "64MiB"}},
+    )
+    program = PROGRAMS["pass"]
+    row = {"reward_model": {"ground_truth": TESTS}}
+
+    async def timed(call):
+        outside, inside = [], []
+        for _ in range(n):
+            t = time.perf_counter()
+            r = await call()
+            outside.append(time.perf_counter() - t)
+            assert r["fault"] is None, r
+            inside.append(r["wall_s"])
+        return statistics.median(outside) * 1e3, statistics.median(inside) * 1e3
+
+    async def run():
+        print(f"{'one call, p50 of ' + str(n):<40} {'from Python ms':>14} {'inside ms':>10}")
+        for label, args in [
+            ("python-exec program", {"code": program, "stdin": "1 2\n"}),
+            ("python-exec program + APPS imports", {"code": program, "stdin": "1 2\n", "prelude": True}),
+        ]:
+            out, inside = await timed(lambda args=args: c.call_tool("python", args))
+            print(f"{label:<40} {out:>14.2f} {inside:>10.2f}")
+        out, inside = await timed(lambda: c.score("code", fenced(program), data=row))
+        print(f"{'code reward, 2 cases':<40} {out:>14.2f} {inside:>10.2f}")
+
+    asyncio.run(run())
 
 
 if __name__ == "__main__":
