@@ -195,3 +195,20 @@ async fn without_a_runner_the_error_names_the_fix() {
     let err = bad.result.expect_err("no tests").to_string();
     assert!(err.contains("no test cases"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn more_cases_than_one_call_many_takes_all_run() {
+    let Some(rt) = code_runtime() else { return };
+    // 300 cases, all scored (`continuous: false`): past the 256 calls one `call-many` takes.
+    let n = 300;
+    let inputs: Vec<String> = (0..n).map(|i| format!("{i} 1\n")).collect();
+    let outputs: Vec<String> = (0..n).map(|i| format!("{}\n", i + 1)).collect();
+    let mut row = json!({"reward_model": {"ground_truth":
+        json!({"inputs": inputs, "outputs": outputs}).to_string()}});
+    row["code_reward"] = json!({"semantics": "sandbox_fusion", "continuous": false});
+    let honest = "a, b = map(int, input().split())\nprint(a + b)";
+    assert_eq!(score(&rt, &fenced(honest), row.clone()).await, 1.0);
+    // Only the last case wrong: the fraction over all 300.
+    let last_wrong = "a, b = map(int, input().split())\nprint(a + b if a < 299 else 0)";
+    assert_eq!(score(&rt, &fenced(last_wrong), row).await, 299.0 / 300.0);
+}

@@ -444,6 +444,9 @@ pub fn cases_to_run(tests: &Tests, semantics: Semantics) -> usize {
     }
 }
 
+/// Calls one `tools.call-many` accepts (the host's `MAX_CALL_MANY_CALLS`).
+pub const MAX_CALLS_PER_BATCH: usize = 256;
+
 /// The score of the cases run: the fraction that passed (1.0 when all did).
 pub fn score(results: &[CaseResult]) -> f64 {
     if results.is_empty() {
@@ -490,7 +493,11 @@ mod component {
                     Err(r) => *slot = Some(r),
                 }
             }
-            let runs = tools::call_many(&calls);
+            // `call-many` takes at most MAX_CALLS_PER_BATCH calls (more are all refused), so a
+            // row with more cases runs them batch by batch, under the reward's own deadline.
+            let runs = calls
+                .chunks(crate::MAX_CALLS_PER_BATCH)
+                .flat_map(tools::call_many);
             for (i, run) in index.into_iter().zip(runs) {
                 let run = match &run {
                     Ok(r) => Ok(r.output.as_str()),
