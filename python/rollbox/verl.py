@@ -86,25 +86,31 @@ def reward_for(data_source: str) -> str:
 CODE_REWARD_TIMEOUT = "60s"
 
 
-def _python_exec(path: str | None) -> dict[str, Any]:
-    """python-exec as the code reward's runner, with verl's per-case limits."""
+def python_exec_tool(
+    path: str | None = None, timeout: str = "10s", memory: str | None = "1GiB"
+) -> dict[str, Any]:
+    """python-exec as the runner of code: the component at `path` (else `ROLLBOX_PYTHON_EXEC`),
+    `timeout` and `memory` per program (verl's and SandboxFusion's defaults), no retries, and a
+    reply large enough for a program's 1 Mi characters of stdout escaped as JSON. What the
+    `code` reward and `rollbox.verl_plugin` both register."""
     import os
 
     path = path or os.environ.get("ROLLBOX_PYTHON_EXEC")
     if not path:
         raise ValueError(
-            "the code reward runs each test case in python-exec: set ROLLBOX_PYTHON_EXEC to "
-            "its .wasm (scripts/guests/build-python-exec.sh builds it), or pass "
+            "code runs in python-exec: set ROLLBOX_PYTHON_EXEC to its .wasm "
+            "(scripts/guests/build-python-exec.sh builds it), or pass "
             "+reward.custom_reward_function.reward_kwargs.python_exec=PATH"
         )
-    # Its reply carries a case's stdout (up to 1 Mi characters, escaped as JSON).
-    return {
+    spec: dict[str, Any] = {
         "path": str(path),
-        "timeout": "10s",
-        "memory": "1GiB",
+        "timeout": timeout,
         "retries": 0,
         "max_boundary_bytes": "16MiB",
     }
+    if memory is not None:
+        spec["memory"] = memory
+    return spec
 
 
 def _spec(reward: str, options: dict[str, Any]) -> dict[str, Any] | str:
@@ -141,7 +147,7 @@ async def compute_score(
     tools = None
     options = dict(kwargs)
     if name == "code":
-        tools = {"python": _python_exec(python_exec)}
+        tools = {"python": python_exec_tool(python_exec)}
         options.setdefault("timeout", CODE_REWARD_TIMEOUT)
         # The cases' programs and stdin pass through the reward to its tool calls.
         options.setdefault("max_boundary_bytes", "64MiB")

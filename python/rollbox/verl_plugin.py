@@ -20,7 +20,6 @@ import asyncio
 import importlib.abc
 import importlib.machinery
 import json
-import os
 import sys
 from typing import Any
 
@@ -32,17 +31,12 @@ _OUTPUT_CHARS = 1 << 20
 
 def _runner(run_timeout: float, memory_limit_mb: int | None):
     from . import _components
+    from .verl import python_exec_tool
 
-    path = os.environ.get("ROLLBOX_PYTHON_EXEC")
-    if not path:
-        raise ValueError(
-            "reward.sandbox_fusion.url=rollbox://... runs programs in python-exec: set "
-            "ROLLBOX_PYTHON_EXEC to its .wasm (scripts/guests/build-python-exec.sh builds it)"
-        )
-    spec: dict[str, Any] = {"path": path, "timeout": f"{float(run_timeout)}s", "retries": 0}
-    if memory_limit_mb and memory_limit_mb > 0:
-        spec["memory"] = f"{int(memory_limit_mb)}MiB"
-    return _components.cached(tools={"python": spec})
+    memory = f"{int(memory_limit_mb)}MiB" if memory_limit_mb and memory_limit_mb > 0 else None
+    return _components.cached(
+        tools={"python": python_exec_tool(timeout=f"{float(run_timeout)}s", memory=memory)}
+    )
 
 
 def answer(result: dict[str, Any]) -> dict[str, Any]:

@@ -154,3 +154,14 @@ def test_the_plugin_patches_verl_when_verl_imports_its_client_later():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "1.0", out.stdout
+
+
+def test_a_large_output_comes_back_whole_in_process(plugin):
+    """300,000 lines (1.2 MB of reply once escaped as JSON, past a tool's default 1 MiB
+    boundary): the runner's reply limit is the one python_exec_tool sets."""
+    from verl.utils.reward_score.sandbox_fusion.utils import check_correctness
+
+    want = "\n".join(["12"] * 300_000) + "\n"
+    case = {"inputs": [""], "outputs": [want]}
+    results, meta = check_correctness(plugin, case, "print('\\n'.join(['12'] * 300000))", timeout=10)
+    assert results == [True], meta[0].get("status") if meta else meta

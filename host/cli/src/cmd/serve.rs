@@ -337,7 +337,7 @@ async fn run_code(State(app): State<Arc<AppState>>, body: axum::body::Body) -> R
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "POST /run_code runs programs with the tool `{RUN_CODE_TOOL}`: start rollbox serve with --tool {RUN_CODE_TOOL}=python_exec.wasm,timeout=10s,memory=1GiB"
+                "POST /run_code runs programs with the tool `{RUN_CODE_TOOL}`: start rollbox serve with --tool {RUN_CODE_TOOL}=python_exec.wasm,timeout=10s,memory=1GiB,max_boundary_bytes=16MiB"
             ),
         );
     }
