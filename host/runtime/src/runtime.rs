@@ -517,6 +517,20 @@ impl Runtime {
         Ok(score_registered(name, &reg, call.into(), services).await)
     }
 
+    /// The tool registered as `name`, or an error naming the registered ones.
+    fn registered_tool(
+        &self,
+        name: &str,
+    ) -> anyhow::Result<Arc<crate::registry::Registered<ToolComponent>>> {
+        let services = self.services();
+        services.tool(name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "no tool named `{name}` is registered (registered: {})",
+                names_or_none(&services.tool_names())
+            )
+        })
+    }
+
     /// Call the tool registered as `name` outside any episode with `args` (its JSON arguments),
     /// under its call policy, as [`Runtime::score`] does for a reward.
     pub async fn call_registered_tool(
@@ -525,12 +539,7 @@ impl Runtime {
         args: String,
     ) -> anyhow::Result<Called<String>> {
         let services = self.services();
-        let Some(reg) = services.tool(name) else {
-            anyhow::bail!(
-                "no tool named `{name}` is registered (registered: {})",
-                names_or_none(&services.tool_names())
-            );
-        };
+        let reg = self.registered_tool(name)?;
         Ok(call_registered(name, &reg, args, services).await)
     }
 
@@ -545,12 +554,7 @@ impl Runtime {
         max_memory_bytes: Option<u64>,
     ) -> anyhow::Result<Called<String>> {
         let services = self.services();
-        let Some(reg) = services.tool(name) else {
-            anyhow::bail!(
-                "no tool named `{name}` is registered (registered: {})",
-                names_or_none(&services.tool_names())
-            );
-        };
+        let reg = self.registered_tool(name)?;
         let mut limits = (*reg.policy.limits).clone();
         if let Some(t) = timeout {
             limits.timeout = limits.timeout.min(t);
