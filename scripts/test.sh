@@ -45,6 +45,8 @@ if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_TRAINERS:-0}" != 1 ]; then
     background_install trainers scripts/install/trainers-venv.sh
     background_install verifiers scripts/install/verifiers-venv.sh
 fi
+# The vendored wasmtime is exactly 48.0.8 plus the patch files (host/runtime/wasmtime-patches).
+scripts/wasmtime-patches.sh check
 cargo test --workspace "$@"
 # With no arguments, the `rollbox` Python package too, then its tests, which load the
 # components built above.

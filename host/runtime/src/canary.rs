@@ -1,14 +1,15 @@
 //! The isolation canary: checks that a pool slot handed to a new instance holds nothing of the
 //! previous one.
 //!
-//! The pooling allocator resets a used slot's memory for its next instance: in the default
-//! pool by rewriting only the pages the Linux `PAGEMAP_SCAN` ioctl reports dirty (within the
-//! keep-resident prefix) and releasing the rest, in the snapshot pool by copying the image
-//! back. Both trust something outside rollbox (the kernel's page categories, wasmtime's scan
-//! limits). The canary does not: a module writes a random secret into pages spread over its
-//! memory (the data segment's page, a run of pages, every other page so that there are far more
-//! separate dirty regions than a scan reports in one go, pages past the default pool's
-//! keep-resident prefix, and pages it grows into) and is dropped; a second instance of the same module, which the
+//! The pooling allocator resets a used slot's memory for its next instance by rewriting only
+//! the pages the Linux `PAGEMAP_SCAN` ioctl reports dirty within the keep-resident prefix
+//! (scan after scan, 64 regions at a time: rollbox's wasmtime patch 0002) and releasing the
+//! rest, or, without the scan, by rewriting the whole prefix. That trusts something outside
+//! rollbox (the kernel's page categories, the scan's resume logic). The canary does not: a
+//! module writes a random secret into pages spread over its memory (the data segment's page, a
+//! run of pages, every other page so that there are far more separate dirty regions than a
+//! scan reports in one go, pages never touched before, pages past the keep-resident prefix,
+//! and pages it grows into) and is dropped; a second instance of the same module, which the
 //! allocator places in the same slot (module affinity), counts the places that do not hold
 //! the image's bytes. `Runtime::new` runs it on every pool and turns the dirty-page scan off
 //! when it fails.
@@ -16,13 +17,13 @@
 use wasmtime::{Engine, Instance, Module, Store};
 
 /// Pages of the canary's memory in the default pool: 20 MiB, past its 16 MiB kept resident
-/// (the pages past it are released, not rewritten), and 166 separate dirty regions.
+/// (the pages past it are released, not rewritten), and over 300 separate dirty regions
+/// (a scan reports 64 at a time).
 pub(crate) const DEFAULT_POOL_PAGES: u32 = 320;
 
-/// Pages of the canary's memory in the snapshot pool: 4 MiB. That pool copies the image back
-/// over the whole memory it keeps resident, so size adds nothing to what is checked, only to
-/// what the slot keeps resident afterwards.
-pub(crate) const SNAPSHOT_POOL_PAGES: u32 = 64;
+/// Pages of the canary's memory in the snapshot pool: 44 MiB, past its 40 MiB kept resident,
+/// and over 700 separate dirty regions.
+pub(crate) const SNAPSHOT_POOL_PAGES: u32 = 704;
 
 /// The canary module for a memory of `pages` (at least 8). `write(secret)` stores the secret
 /// at two offsets of every touched page (pages 0-7, then every even page) and of 16 pages it

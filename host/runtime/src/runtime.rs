@@ -62,14 +62,15 @@ pub struct RuntimeConfig {
     /// a warm pool slot keeps resident. Default 16 MiB, or `$ROLLBOX_POOL_KEEP_RESIDENT` bytes.
     pub keep_resident_bytes: usize,
     /// Run interpreter snapshots (component files of [`SNAPSHOT_MIN_BYTES`] to
-    /// [`SNAPSHOT_MAX_BYTES`]) in a second pool that keeps their memory resident: ~2x less CPU
-    /// per Python episode, but each pool slot once used keeps the whole heap (~10 MiB for
-    /// componentize-py) resident. Default true; `ROLLBOX_SNAPSHOT_POOL=0` turns it off.
+    /// [`SNAPSHOT_MAX_BYTES`]) in a second pool that keeps their whole heap resident between
+    /// instances instead of releasing what is past [`RuntimeConfig::keep_resident_bytes`]:
+    /// each pool slot once used keeps the pages its instances wrote (private memory) and read
+    /// (the image's page cache, shared). Default true; `ROLLBOX_SNAPSHOT_POOL=0` turns it off.
     pub snapshot_pool: bool,
-    /// Reset the default pool's slots by rewriting only the pages Linux `PAGEMAP_SCAN` reports
-    /// dirty (kernel >= 6.7). Default true; `ROLLBOX_PAGEMAP_SCAN=0` turns it off. Turned off
-    /// at start-up, with a warning, when the isolation canary (`canary`) finds a slot that
-    /// kept a previous instance's bytes.
+    /// Reset the pools' slots by rewriting only the pages Linux `PAGEMAP_SCAN` reports dirty
+    /// (kernel >= 6.7; elsewhere the keep-resident prefix is rewritten whole). Default true;
+    /// `ROLLBOX_PAGEMAP_SCAN=0` turns it off. Turned off at start-up, with a warning, when the
+    /// isolation canary (`canary`) finds a slot that kept a previous instance's bytes.
     pub pagemap_scan: bool,
 }
 
@@ -176,12 +177,7 @@ impl Runtime {
         }
         let default_pool = Pool::new(engine.clone())?;
         let snapshot_pool = if pooled && config.snapshot_pool {
-            match build_engine(&config, PoolKind::Snapshot)? {
-                (engine, true) if canary_passes(&engine, PoolKind::Snapshot, &config) => {
-                    Some(Pool::new(engine)?)
-                }
-                _ => None,
-            }
+            checked_snapshot_pool(&config)?
         } else {
             None
         };
@@ -646,20 +642,22 @@ fn base_config(config: &RuntimeConfig) -> Config {
 /// Default of [`RuntimeConfig::keep_resident_bytes`].
 pub const DEFAULT_KEEP_RESIDENT_BYTES: usize = 16 << 20;
 
-/// How a pool resets a slot's memory for its next instance.
+/// How a pool resets a slot's memory for its next instance. Both rewrite only the pages the
+/// last instance dirtied (Linux PAGEMAP_SCAN, with rollbox's wasmtime patch 0002: every dirty
+/// region, not the first 32, found without the kernel's unreliable `WRITTEN` category) within
+/// the keep-resident prefix and release the rest; without the scan (kernel < 6.7, or
+/// `ROLLBOX_PAGEMAP_SCAN=0`) the prefix is rewritten whole.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum PoolKind {
-    /// Only the pages the last instance dirtied are rewritten (Linux PAGEMAP_SCAN) within the
-    /// keep-resident prefix; the rest is released and faulted in again (copy-on-write from the
-    /// image) by the next instance.
+    /// Keep-resident prefix [`RuntimeConfig::keep_resident_bytes`]: past it, pages are
+    /// released and faulted in again (copy-on-write from the image) by the next instance.
     Default,
-    /// The whole memory (up to [`SNAPSHOT_KEEP_RESIDENT_BYTES`]) stays resident and is restored
-    /// by copying the image back. PAGEMAP_SCAN reports at most 32 dirty regions per reset in
-    /// wasmtime 48, and an interpreter dirties pages all over its heap (reference counts), so
-    /// in the default pool nearly every page of a Python instance was released and faulted
-    /// again on the next call: ~1,800 copy-on-write faults per call, each with a TLB shootdown
-    /// across the CPUs. Python rlvr at 64 in flight: 105 -> 628 episodes/s
-    /// (`rollbox-bench rollout`).
+    /// Interpreter snapshots (see [`SNAPSHOT_MIN_BYTES`]): the whole heap, up to
+    /// [`SNAPSHOT_KEEP_RESIDENT_BYTES`], stays resident. An interpreter dirties pages all over
+    /// its heap (reference counts), so releasing them costs the next call a copy-on-write fault
+    /// each (~1,800 per call, each with a TLB shootdown across the CPUs): Python rlvr at 64 in
+    /// flight went 105 -> 628 episodes/s when this pool copied the whole image back instead,
+    /// and the scan copies back only what the call wrote (a trivial episode: ~20 pages).
     Snapshot,
 }
 
@@ -684,21 +682,19 @@ fn build_engine(config: &RuntimeConfig, kind: PoolKind) -> anyhow::Result<(Engin
             // Reset a slot by rewriting only the pages the last instance dirtied (Linux
             // PAGEMAP_SCAN, kernel >= 6.7) and keep them resident, instead of madvise + page
             // faults: p50 instantiate+call 28 µs -> 13 µs here. Without the ioctl ("auto"), the
-            // keep-resident prefix is memset, so keep it at the size guests really touch.
+            // keep-resident prefix is memset, so keep it at the size guests really touch. 1 MiB
+            // of table holds 131,072 entries; componentize-py's CPython fills 5,784.
             .table_keep_resident(1 << 20);
-        let scan = if config.pagemap_scan {
+        // "auto": on where the kernel has the ioctl (>= 6.7), else the prefix is rewritten whole.
+        pool.pagemap_scan(if config.pagemap_scan {
             wasmtime::Enabled::Auto
         } else {
             wasmtime::Enabled::No
-        };
-        match kind {
-            PoolKind::Default => pool
-                .pagemap_scan(scan)
-                .linear_memory_keep_resident(config.keep_resident_bytes),
-            PoolKind::Snapshot => pool
-                .pagemap_scan(wasmtime::Enabled::No)
-                .linear_memory_keep_resident(SNAPSHOT_KEEP_RESIDENT_BYTES),
-        };
+        });
+        pool.linear_memory_keep_resident(match kind {
+            PoolKind::Default => config.keep_resident_bytes,
+            PoolKind::Snapshot => SNAPSHOT_KEEP_RESIDENT_BYTES,
+        });
         let mut c = base_config(config);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         match Engine::new(&c) {
@@ -716,6 +712,26 @@ fn build_engine(config: &RuntimeConfig, kind: PoolKind) -> anyhow::Result<(Engin
         .map_err(anyhow::Error::from)
         .context("creating the wasmtime engine")?;
     Ok((engine, false))
+}
+
+/// The snapshot pool, if one passes the isolation canary: with the dirty-page scan when
+/// `config` asks for it, else (or when that fails the canary) without.
+fn checked_snapshot_pool(config: &RuntimeConfig) -> anyhow::Result<Option<Pool>> {
+    let mut config = config.clone();
+    loop {
+        match build_engine(&config, PoolKind::Snapshot)? {
+            (engine, true) if canary_passes(&engine, PoolKind::Snapshot, &config) => {
+                return Ok(Some(Pool::new(engine)?));
+            }
+            (_, true) if config.pagemap_scan => {
+                tracing::warn!(
+                    "turning the dirty-page scan (PAGEMAP_SCAN) off in the snapshot pool"
+                );
+                config.pagemap_scan = false;
+            }
+            _ => return Ok(None),
+        }
+    }
 }
 
 impl PoolKind {
