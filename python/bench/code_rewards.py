@@ -7,7 +7,8 @@ Inputs, each a 2-case stdin problem: a program that passes, one that fails (a wr
 and `while True: pass` (once per side: verl's default timeouts, 10 s per case here).
 Prints per call (2 cases) p50/p99 at 1 in flight, cases/s with 1 and 64 calls in flight
 (rollbox: 64 awaited at once; verl: a 64-thread pool, as verl's `naive` manager runs a sync
-scorer), the looping program's wall time, the process's peak RSS growth, and where a case's
+scorer), the looping program's wall time, the process's peak RSS growth, rollbox's host RSS
+per case in flight, and where a case's
 time goes in rollbox (one python-exec call, with and without the APPS imports; the reward).
 
     PYTHONPATH=python ~/.cache/rollbox/trainers-venv-*/bin/python python/bench/code_rewards.py \\
@@ -21,6 +22,7 @@ import asyncio
 import json
 import resource
 import statistics
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -43,6 +45,11 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def current_rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 1048576
+
+
 class Rollbox:
     name = "rollbox"
 
@@ -51,6 +58,8 @@ class Rollbox:
 
         self.compute_score = compute_score
         self.python_exec = python_exec
+        self.loop = asyncio.new_event_loop()
+        self.rss_growth: list[float] = []
 
     async def _one(self, completion: str) -> float:
         r = await self.compute_score(
@@ -60,7 +69,9 @@ class Rollbox:
         return r["score"]
 
     def one(self, completion: str) -> float:
-        return asyncio.run(self._one(completion))
+        # One event loop for the whole run, as a trainer's: a loop per call would time
+        # asyncio's start-up, not the reward.
+        return self.loop.run_until_complete(self._one(completion))
 
     def many(self, completions: list[str], in_flight: int) -> list[float]:
         async def run():
@@ -72,7 +83,25 @@ class Rollbox:
 
             return await asyncio.gather(*(bounded(c) for c in completions))
 
-        return asyncio.run(run())
+        if in_flight < 64:
+            return self.loop.run_until_complete(run())
+        # Host RSS while the calls are in flight: sampled every 2 ms, less what it was before.
+        before = current_rss_mib()
+        peak = [before]
+        done = threading.Event()
+
+        def sample():
+            while not done.wait(0.002):
+                peak[0] = max(peak[0], current_rss_mib())
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            return self.loop.run_until_complete(run())
+        finally:
+            done.set()
+            sampler.join()
+            self.rss_growth.append(peak[0] - before)
 
 
 class Verl:
@@ -146,6 +175,12 @@ def main() -> None:
             got = s.one(fenced(LOOP))
             print(f"{s.name}: `while True: pass` scored {got} in {time.perf_counter() - t:.1f} s")
     print(f"peak RSS growth of this process (both sides): {rss_mib() - base:.0f} MiB")
+    # The first burst's: later ones reuse the pool slots it left resident.
+    grow = max(sides[0].rss_growth)
+    print(
+        f"rollbox host RSS growth with 64 calls ({64 * CASES_PER_CALL} cases) in flight, first burst: "
+        f"{grow:.0f} MiB, {grow / 64:.2f} MiB per call in flight (a call runs at most 4 cases at once)"
+    )
     breakdown(a.python_exec)
 
 

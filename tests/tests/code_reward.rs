@@ -63,6 +63,22 @@ async fn honest_programs_score_as_prime_code_does() {
             "print(int(sqrt(16)) - 4 + sum(map(int, input().split())))",
             1.0,
         ),
+        // `from sys import *` binds the program's own streams, as when the harness's text
+        // runs just before it.
+        (
+            "a, b = map(int, stdin.readline().split())\nstdout.write(str(a + b) + '\\n')",
+            1.0,
+        ),
+        // ... and its recursion limit.
+        (
+            "def f(n):\n    return 0 if n == 0 else 1 + f(n - 1)\nprint(f(3000) - 3000 + sum(map(int, input().split())))",
+            1.0,
+        ),
+        // A `from __future__` import after the harness's imports does not compile.
+        (
+            "from __future__ import annotations\na, b = map(int, input().split())\nprint(a + b)",
+            0.0,
+        ),
     ];
     for (code, want) in cases {
         let got = score(&rt, &fenced(code), row.clone()).await;
@@ -95,6 +111,37 @@ async fn call_based_problems_compare_json_values_outside_the_program() {
     assert_eq!(score(&rt, &fenced(endless), row.clone()).await, 0.0);
     let missing = "def other(a, b):\n    return [a, b]";
     assert_eq!(score(&rt, &fenced(missing), row).await, 0.0);
+    // Big integers compare exactly, in both semantics; a string dressed as the grader's own
+    // form of one (NUL, `int:`, the digits, in any JSON spelling) is not taken for it.
+    for semantics in ["prime_code", "sandbox_fusion"] {
+        let big = json!({"code_reward": {"semantics": semantics}, "reward_model": {"ground_truth": json!({
+            "fn_name": "fib",
+            "inputs": ["100"],
+            "outputs": ["354224848179261915075"],
+        }).to_string()}});
+        let honest = "def fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a";
+        assert_eq!(
+            score(&rt, &fenced(honest), big.clone()).await,
+            1.0,
+            "{semantics}"
+        );
+        let off = "def fib(n):\n    return 354224848179261915076";
+        assert_eq!(
+            score(&rt, &fenced(off), big.clone()).await,
+            0.0,
+            "{semantics}"
+        );
+        for forged in [
+            "def fib(n):\n    return chr(0) + 'int:354224848179261915075'",
+            "def fib(n):\n    return [chr(0) + 'int:354224848179261915075']",
+        ] {
+            assert_eq!(
+                score(&rt, &fenced(forged), big.clone()).await,
+                0.0,
+                "{semantics}: {forged}"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -165,6 +165,7 @@ const BIG_INT: &str = "\u{0}int:";
 /// are unbounded; `serde_json` would round them to `f64`, and `n! + 1` would equal `n!`).
 pub fn parse_json(text: &str) -> serde_json::Result<Value> {
     let b = text.as_bytes();
+    let mut tagged = 0;
     let mut out = String::with_capacity(text.len());
     let (mut i, mut start) = (0, 0);
     let mut in_string = false;
@@ -200,17 +201,41 @@ pub fn parse_json(text: &str) -> serde_json::Result<Value> {
                 out.push_str(token);
                 out.push('"');
                 start = j;
+                tagged += 1;
             }
             i = j;
             continue;
         }
         i += 1;
     }
-    if start == 0 {
-        return serde_json::from_str(text);
+    let value: Value = if start == 0 {
+        serde_json::from_str(text)?
+    } else {
+        out.push_str(&text[start..]);
+        serde_json::from_str(&out)?
+    };
+    // A string of the program's that reads as the tag (however its JSON escapes spell it)
+    // would be taken for an integer, a result of "\u0000int:55" equal to 55: refused, the case
+    // is an error.
+    if tags(&value) != tagged {
+        return Err(serde::de::Error::custom(
+            "a string starting with NUL and `int:` (how the grader keeps big integers)",
+        ));
     }
-    out.push_str(&text[start..]);
-    serde_json::from_str(&out)
+    Ok(value)
+}
+
+/// Strings (keys included) in `v` that start as [`BIG_INT`] does.
+fn tags(v: &Value) -> usize {
+    match v {
+        Value::String(s) => usize::from(s.starts_with(BIG_INT)),
+        Value::Array(items) => items.iter().map(tags).sum(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| usize::from(k.starts_with(BIG_INT)) + tags(v))
+            .sum(),
+        _ => 0,
+    }
 }
 
 /// A big integer [`parse_json`] kept, as its sign and digits without leading zeros.
@@ -345,7 +370,7 @@ pub fn prime_call(result: &Value, expected: &Value) -> bool {
 /// string itself for a string, `str()` (the same text as JSON) for a number.
 pub fn sandbox_fusion_printed(result_json: &str, result: &Value) -> String {
     match result {
-        Value::String(s) => s.clone(),
+        Value::String(s) if big_int(result).is_none() => s.clone(),
         _ => result_json.to_string(),
     }
 }
@@ -354,6 +379,21 @@ pub fn sandbox_fusion_printed(result_json: &str, result: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn big_integers_print_as_their_digits_and_cannot_be_forged() {
+        let text = "354224848179261915075";
+        let v = parse_json(text).expect("a big integer");
+        assert_eq!(sandbox_fusion_printed(text, &v), text);
+        assert!(prime_call(&v, &v));
+        assert!(parse_json("\"\\u0000int:354224848179261915075\"").is_err());
+        assert!(parse_json("[1, {\"\\u0000int:5\": 2}]").is_err());
+        assert!(parse_json("\"\\u0000\\u0069nt:5\"").is_err());
+        assert_eq!(
+            parse_json("[\"int:5\", 3]").expect("a string like the tag, without NUL"),
+            serde_json::json!(["int:5", 3])
+        );
+    }
 
     #[test]
     fn splitlines_as_python() {

@@ -259,7 +259,10 @@ pub fn case_args(
     struct Call<'a> {
         fn_name: &'a str,
         args: &'a serde_json::value::RawValue,
-        solution_class: bool,
+        /// `true`: `Solution().fn_name` (prime_code, when the source has `class Solution`);
+        /// `"fallback"`: the function if the program defines one, else `Solution`'s method
+        /// (SandboxFusion's wrapper).
+        solution_class: Value,
     }
     #[derive(serde::Serialize)]
     struct Run<'a> {
@@ -314,7 +317,10 @@ pub fn case_args(
             .map(|(f, args)| Call {
                 fn_name: f,
                 args,
-                solution_class: program.contains("class Solution"),
+                solution_class: match opts.semantics {
+                    Semantics::PrimeCode => json!(program.contains("class Solution")),
+                    Semantics::SandboxFusion { .. } => json!("fallback"),
+                },
             }),
     };
     serde_json::to_string(&run).map_err(|_| CaseResult::Error)
@@ -413,7 +419,12 @@ pub fn judge(run: Result<&str, bool>, tests: &Tests, i: usize, semantics: Semant
                     pass(compare::prime_call(&result, &want))
                 }
                 Semantics::SandboxFusion { .. } => {
-                    let printed = compare::sandbox_fusion_printed(text, &result);
+                    // SandboxFusion's wrapper runs the program and prints the result after
+                    // whatever the program printed, in one stdout.
+                    let printed = format!(
+                        "{stdout}{}\n",
+                        compare::sandbox_fusion_printed(text, &result)
+                    );
                     let want = match expected {
                         Value::Null => return CaseResult::Pass,
                         Value::String(s) => s.clone(),
