@@ -161,6 +161,9 @@ const EXACT_DIGITS: usize = 18;
 /// How [`parse_json`] keeps an integer too long for `i64`/`u64`: a string with this prefix.
 const BIG_INT: &str = "\u{0}int:";
 
+/// [`BIG_INT`] as it opens a JSON string (`serde_json` writes NUL as `\u0000`).
+const BIG_INT_JSON: &str = "\"\\u0000int:";
+
 /// JSON text as a [`Value`], with integers of more than 18 digits kept exactly (Python's ints
 /// are unbounded; `serde_json` would round them to `f64`, and `n! + 1` would equal `n!`).
 pub fn parse_json(text: &str) -> serde_json::Result<Value> {
@@ -196,8 +199,7 @@ pub fn parse_json(text: &str) -> serde_json::Result<Value> {
             let digits = token.trim_start_matches('-');
             if digits.len() > EXACT_DIGITS && digits.bytes().all(|d| d.is_ascii_digit()) {
                 out.push_str(&text[start..i]);
-                out.push('"');
-                out.push_str("\\u0000int:");
+                out.push_str(BIG_INT_JSON);
                 out.push_str(token);
                 out.push('"');
                 start = j;
@@ -223,6 +225,31 @@ pub fn parse_json(text: &str) -> serde_json::Result<Value> {
         ));
     }
     Ok(value)
+}
+
+/// `v` as JSON text, the big integers [`parse_json`] kept written back as numbers (so they
+/// reach a program exactly as they came).
+pub fn to_json(v: &Value) -> String {
+    let text = v.to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find(BIG_INT_JSON) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + BIG_INT_JSON.len()..];
+        // The tag's digits end at the string's closing quote.
+        match after.find('"') {
+            Some(end) => {
+                out.push_str(&after[..end]);
+                rest = &after[end + 1..];
+            }
+            None => {
+                out.push_str(&rest[at..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Strings (keys included) in `v` that start as [`BIG_INT`] does.
@@ -389,6 +416,9 @@ mod tests {
         assert!(parse_json("\"\\u0000int:354224848179261915075\"").is_err());
         assert!(parse_json("[1, {\"\\u0000int:5\": 2}]").is_err());
         assert!(parse_json("\"\\u0000\\u0069nt:5\"").is_err());
+        // Kept and written back as the same number.
+        let mixed = "[123456789012345678901234,{\"a\":-98765432109876543210},\"x\",1]";
+        assert_eq!(to_json(&parse_json(mixed).expect("json")), mixed);
         assert_eq!(
             parse_json("[\"int:5\", 3]").expect("a string like the tag, without NUL"),
             serde_json::json!(["int:5", 3])

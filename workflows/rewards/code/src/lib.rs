@@ -285,7 +285,7 @@ pub fn case_args(
         (Some(_), _) | (None, Value::Null) => String::new(),
         (None, Value::String(s)) => s.clone(),
         // A non-string input is given as its JSON text.
-        (None, other) => untag(&other.to_string()),
+        (None, other) => compare::to_json(other),
     };
     // A call's arguments as the text they came in, so big integers reach the program exactly.
     let args = match &tests.fn_name {
@@ -299,8 +299,8 @@ pub fn case_args(
                     }
                     format!("[{}]", s.split('\n').collect::<Vec<_>>().join(","))
                 }
-                Value::Array(_) => untag(&tests.inputs[i].to_string()),
-                other => format!("[{}]", untag(&other.to_string())),
+                Value::Array(_) => compare::to_json(&tests.inputs[i]),
+                other => format!("[{}]", compare::to_json(other)),
             };
             Some(serde_json::value::RawValue::from_string(text).map_err(|_| CaseResult::Error)?)
         }
@@ -324,29 +324,6 @@ pub fn case_args(
             }),
     };
     serde_json::to_string(&run).map_err(|_| CaseResult::Error)
-}
-
-/// JSON text with [`compare::parse_json`]'s big integers written back as numbers.
-fn untag(text: &str) -> String {
-    const TAG: &str = "\"\\u0000int:";
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(TAG) {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + TAG.len()..];
-        match after.find('"') {
-            Some(end) => {
-                out.push_str(&after[..end]);
-                rest = &after[end + 1..];
-            }
-            None => {
-                out.push_str(&rest[at..]);
-                rest = "";
-            }
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 /// Judge what the runner returned for case `i`: `Ok(output)` is python-exec's program-mode
