@@ -101,11 +101,10 @@ _PRELUDE_PLAIN = (
     "string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
     "statistics", "itertools", "functools", "operator", "io", "sys", "json",
 )
-PRELUDE = (
-    "".join(f"from {m} import *\n" for m in _PRELUDE_STAR)
-    + "".join(f"import {m}\n" for m in _PRELUDE_PLAIN)
-    + "sys.setrecursionlimit(6*10**5)\n"
+_PRELUDE_IMPORTS = "".join(f"from {m} import *\n" for m in _PRELUDE_STAR) + "".join(
+    f"import {m}\n" for m in _PRELUDE_PLAIN
 )
+_PRELUDE_RECURSION_LIMIT = 6 * 10**5
 # The prelude's names, bound once, when the snapshot is made: compiling and running the
 # prelude's imports for every program cost ~2 ms of a ~3 ms case in the instance. A program
 # gets a copy and is compiled after a stand-in of the prelude's lines (blank lines and `pass`),
@@ -113,10 +112,10 @@ PRELUDE = (
 # (a `from __future__` import is the same error as after the prelude). The recursion limit is
 # set per program (it is the instance's state, not a name), and so are the names of the
 # streams (below).
-_PRELUDE_IMPORTS = PRELUDE.rsplit("sys.setrecursionlimit", 1)[0]
 _PRELUDE_SCOPE = {"__name__": "__main__", "__builtins__": builtins}
 exec(compile(_PRELUDE_IMPORTS, "<program>", "exec"), _PRELUDE_SCOPE)
-_PRELUDE_STAND_IN = "\n" * (PRELUDE.count("\n") - 1) + "pass\n"
+# One line per import, then the harness's `sys.setrecursionlimit(...)` line.
+_PRELUDE_STAND_IN = "\n" * _PRELUDE_IMPORTS.count("\n") + "pass\n"
 
 # Kept before any snippet runs: a snippet that replaces `json.dumps` cannot break the reply.
 _dumps = json.dumps
@@ -237,7 +236,7 @@ def _program(code, stdin, prelude, call, cap):
             if call is None:
                 result["phase"] = "run"
             if prelude:
-                sys.setrecursionlimit(6 * 10**5)  # the prelude's last line
+                sys.setrecursionlimit(_PRELUDE_RECURSION_LIMIT)
             exec(compiled, scope)
             if call is not None:
                 by_class = call["solution_class"]
