@@ -160,24 +160,24 @@ pub struct Runtime {
 impl Runtime {
     /// Build the engine (pooling when available), start the epoch ticker, link the worlds.
     pub fn new(mut config: RuntimeConfig, services: Services) -> anyhow::Result<Self> {
-        let (mut engine, mut pooled) = build_engine(&config, PoolKind::Default)?;
         // The isolation canary on every pool before any guest runs: a pool whose reset left a
-        // previous instance's bytes in a slot is rebuilt without the mechanism at fault.
-        if pooled && !canary_passes(&engine, PoolKind::Default, &config) {
-            if config.pagemap_scan {
-                tracing::warn!("turning the dirty-page scan (PAGEMAP_SCAN) off");
-                config.pagemap_scan = false;
-                (engine, pooled) = build_engine(&config, PoolKind::Default)?;
-            }
-            if pooled && !canary_passes(&engine, PoolKind::Default, &config) {
+        // previous instance's bytes in a slot is rebuilt without the mechanism at fault (the
+        // dirty-page scan, then, for the default pool, pooling itself).
+        let (engine, pooled) = match checked_engine(&mut config, PoolKind::Default)? {
+            Some(built) => built,
+            None => {
                 tracing::warn!("turning the pooling allocator off");
                 config.pooling = false;
-                (engine, pooled) = build_engine(&config, PoolKind::Default)?;
+                build_engine(&config, PoolKind::Default)?
             }
-        }
+        };
         let default_pool = Pool::new(engine.clone())?;
+        // Its own copy of the settings: turning the scan off there leaves the default pool's.
         let snapshot_pool = if pooled && config.snapshot_pool {
-            checked_snapshot_pool(&config)?
+            match checked_engine(&mut config.clone(), PoolKind::Snapshot)? {
+                Some((engine, true)) => Some(Pool::new(engine)?),
+                _ => None,
+            }
         } else {
             None
         };
@@ -714,23 +714,24 @@ fn build_engine(config: &RuntimeConfig, kind: PoolKind) -> anyhow::Result<(Engin
     Ok((engine, false))
 }
 
-/// The snapshot pool, if one passes the isolation canary: with the dirty-page scan when
-/// `config` asks for it, else (or when that fails the canary) without.
-fn checked_snapshot_pool(config: &RuntimeConfig) -> anyhow::Result<Option<Pool>> {
-    let mut config = config.clone();
+/// Build a pool of `kind` and run the isolation canary on it; when it fails with the
+/// dirty-page scan on, turn the scan off in `config` and build again. `None`: the pool leaks
+/// without the scan too. Without pooling (unavailable here) the engine comes back unchecked:
+/// it reuses no memory.
+fn checked_engine(
+    config: &mut RuntimeConfig,
+    kind: PoolKind,
+) -> anyhow::Result<Option<(Engine, bool)>> {
     loop {
-        match build_engine(&config, PoolKind::Snapshot)? {
-            (engine, true) if canary_passes(&engine, PoolKind::Snapshot, &config) => {
-                return Ok(Some(Pool::new(engine)?));
-            }
-            (_, true) if config.pagemap_scan => {
-                tracing::warn!(
-                    "turning the dirty-page scan (PAGEMAP_SCAN) off in the snapshot pool"
-                );
-                config.pagemap_scan = false;
-            }
-            _ => return Ok(None),
+        let (engine, pooled) = build_engine(config, kind)?;
+        if !pooled || canary_passes(&engine, kind, config) {
+            return Ok(Some((engine, pooled)));
         }
+        if !config.pagemap_scan {
+            return Ok(None);
+        }
+        tracing::warn!(pool = ?kind, "turning the dirty-page scan (PAGEMAP_SCAN) off");
+        config.pagemap_scan = false;
     }
 }
 
