@@ -20,6 +20,8 @@ die() { echo "wasmtime-patches: $*" >&2; exit 1; }
 fetch_release() {
     local version="$1" tmp
     tmp="$(mktemp -d)"
+    # Called as $(fetch_release ...): the trap cleans up when this subshell ends, failed or not.
+    trap "rm -rf '$tmp'" EXIT
     mkdir -p "$tmp/src"
     : > "$tmp/src/lib.rs"
     cat > "$tmp/Cargo.toml" <<EOF
@@ -35,8 +37,8 @@ EOF
     local manifest
     manifest="$(cd "$tmp" && cargo metadata --format-version 1 --quiet |
         python3 -c 'import json,sys; m=json.load(sys.stdin); print(next(p["manifest_path"] for p in m["packages"] if p["name"]=="wasmtime"))')"
-    rm -rf "$tmp"
-    dirname "$manifest"
+    # A builtin last: bash runs a final external command in place of the subshell, trap unrun.
+    echo "${manifest%/*}"
 }
 
 # The version the vendored crate is.
@@ -61,7 +63,7 @@ check)
     [[ -n "$version" ]] || die "no version in $crate/Cargo.toml"
     src="$(fetch_release "$version")"
     tmp="$(mktemp -d)"
-    trap 'rm -rf "$tmp"' EXIT
+    trap "rm -rf '$tmp'" EXIT
     patched_copy "$src" "$tmp/wasmtime"
     if ! diff -r "$tmp/wasmtime" "$crate" > "$tmp/diff"; then
         cat "$tmp/diff" >&2
@@ -74,7 +76,7 @@ apply)
     [[ "$version" =~ ^48\.[0-9]+\.[0-9]+$ ]] || die "usage: $0 apply 48.x.y (the LTS line rollbox builds with Rust 1.95)"
     src="$(fetch_release "$version")"
     tmp="$(mktemp -d)"
-    trap 'rm -rf "$tmp"' EXIT
+    trap "rm -rf '$tmp'" EXIT
     patched_copy "$src" "$tmp/wasmtime"
     rm -rf "$crate"
     mv "$tmp/wasmtime" "$crate"
