@@ -6,6 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/install/test-env.sh
+# Each phase's wall time, so a slow run says where its time went.
+phase_start=$SECONDS
+took() {
+    echo "test.sh: $1 took $((SECONDS - phase_start)) s"
+    phase_start=$SECONDS
+}
+took "installs"
 # The venvs of the trainer checks install while cargo builds and tests, each with its output in
 # a private folder (mktemp -d, mode 0700), so nothing another user placed in /tmp can stand in
 # for the files: AReaL's (once: ~9 min, 9.4 GB, mostly downloads) and the trainers' (verl, TRL,
@@ -48,6 +55,7 @@ fi
 # The vendored wasmtime is exactly 48.0.8 plus the patch files (host/runtime/wasmtime-patches).
 scripts/wasmtime-patches.sh check
 cargo test --workspace "$@"
+took "cargo test --workspace"
 # With no arguments, the `rollbox` Python package too, then its tests, which load the
 # components built above.
 if [ $# -eq 0 ]; then
@@ -61,18 +69,23 @@ if [ $# -eq 0 ]; then
     target_dir="$(cargo metadata --format-version 1 --no-deps |
         "$ROLLBOX_HOST_VENV/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
     install -m 0755 "$target_dir/debug/lib_native.so" python/rollbox/_native.abi3.so
+    took "the Python extension"
     PYTHONPATH=python "$ROLLBOX_HOST_VENV/bin/python" -m pytest -q python/tests --ignore=python/tests/trainers \
         --ignore=python/tests/verifiers
+    took "python/tests"
     # rollbox.verl and rollbox.trl against verl 0.9.1 and TRL 1.16 (a 2-step GRPO run on the
     # CPU), in the trainers' venv (installing since the start, above).
     if [ "$trainers" = 0 ]; then
         echo "python/tests/trainers skipped (ROLLBOX_SKIP_TRAINERS=1)"
     else
         wait_install trainers
+        took "waiting for the trainers' venv"
         PYTHONPATH=python "$trainers_python" -m pytest -q -p no:cacheprovider python/tests/trainers
+        took "python/tests/trainers"
         # rollbox.verifiers against verifiers 0.4.0, in its own venv (its pins are not verl's).
         wait_install verifiers
         PYTHONPATH=python "$verifiers_python" -m pytest -q -p no:cacheprovider python/tests/verifiers
+        took "python/tests/verifiers"
     fi
     # rollbox.areal.WasmWorkflow against AReaL 1.0.4's own RLVRWorkflow and WorkflowExecutor,
     # in the AReaL venv (installing since the start, above).
@@ -85,6 +98,7 @@ if [ $# -eq 0 ]; then
         # The GSM8K example up to the trainer (training needs GPUs and an inference server).
         PYTHONPATH=python "$areal_python" python/examples/areal/gsm8k_rl.py --check \
             "${ROLLBOX_MODEL_DIR:-$HOME/.cache/rollbox/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+        took "AReaL parity and the GSM8K example"
     fi
 fi
 
