@@ -12,6 +12,8 @@
 * `never`: awaits a future nothing completes.
 * `entropy`: `random`, `uuid4` and the clock into the metadata.
 * `reward`: scores through `rollbox.score` in AReaL's argument order.
+* `batching`: a request made alone (sent at once), one made while a task's request is waiting
+  (the two go together), and one the host refuses (a `HostError` at the `await`).
 """
 
 import asyncio
@@ -72,6 +74,20 @@ class Probe(RolloutWorkflow):
         if mode == "reward":
             value = rollbox.score("math", "q", "\\boxed{72}", prompt, [1, 2], **data)
             return {"rewards": rollbox.tensor([value], dtype=rollbox.float32)}
+        if mode == "batching":
+            loop = asyncio.get_running_loop()
+            alone = await engine.agenerate(_request(prompt))
+            task = asyncio.create_task(engine.agenerate(_request(prompt + [2])))
+            own = await engine.agenerate(_request(prompt + [3]))
+            other = await task
+            refused = ModelRequest(input_ids=prompt, gconfig=GenerationHyperparameters(n_samples=2))
+            try:
+                await engine.agenerate(refused)
+                error = None
+            except rollbox.HostError as e:
+                error = e.kind
+            rollbox.episode.metadata.update(sdk_calls=loop.generate_calls, error=error)
+            return rollbox.merge([rollbox.single_turn(r, 0.0) for r in (alone, own, other)], 0.0)
         raise ValueError(f"unknown mode {mode!r}")
 
 

@@ -242,6 +242,17 @@ async fn asyncio_gather_generates_concurrently() {
     let meta = t.metadata();
     assert_eq!(meta["rids"], 3);
 
+    // A request made alone is sent at once; one made while a task's request waits goes with
+    // it (two in flight); a refused one raises at its `await`, on either path.
+    let (rt, backend) = probe_runtime(fixed_backend(Duration::from_millis(50)));
+    let r = run(&rt, c::PYTHON_PROBE, json!({}), json!({"mode": "batching"})).await;
+    let t = accepted(&r);
+    assert_eq!(backend.max_in_flight(), 2);
+    assert_eq!(t.get("input_ids").expect("ids").shape()[0], 3);
+    let meta = t.metadata();
+    assert_eq!(meta["sdk_calls"], 3, "{meta}");
+    assert_eq!(meta["error"], "invalid-argument", "{meta}");
+
     // Virtual time: a 5 s asyncio.sleep between two generations returns at once.
     let start = std::time::Instant::now();
     let r = run(&rt, c::PYTHON_PROBE, json!({}), json!({"mode": "sleep"})).await;

@@ -12,6 +12,17 @@ from .areal_types import GenerationHyperparameters, ModelRequest, ModelResponse
 __all__ = ["GenerationHyperparameters", "ModelRequest", "ModelResponse"]
 
 
+def token_ids(ids) -> list[int]:
+    """`ids` as a list of ints for a host call: the list itself when it already is one (token
+    lists from the host and from list arithmetic), else each element through `int`."""
+    if type(ids) is list and set(map(type, ids)) <= _INT:
+        return ids
+    return list(map(int, ids))
+
+
+_INT = {int}
+
+
 def gconfig_to_wit(g: GenerationHyperparameters) -> _wit.GenConfig:
     """`g` as the host's `gen-config`, each count checked to fit a u32."""
     stop = g.stop
@@ -34,7 +45,7 @@ def gconfig_to_wit(g: GenerationHyperparameters) -> _wit.GenConfig:
         temperature=float(g.temperature),
         top_p=float(g.top_p),
         top_k=count("top_k", g.top_k),
-        stop_token_ids=[int(i) for i in g.stop_token_ids],
+        stop_token_ids=token_ids(g.stop_token_ids),
         stop=[str(s) for s in stop],
         ignore_eos=bool(g.ignore_eos),
         skip_special_tokens=bool(g.skip_special_tokens),
@@ -50,10 +61,10 @@ def request_to_wit(r: ModelRequest) -> _wit.ModelRequest:
         raise ValueError("ModelRequest.input_ids is empty: the prompt must have tokens")
     return _wit.ModelRequest(
         rid=str(r.rid),
-        input_ids=[int(i) for i in r.input_ids],
+        input_ids=token_ids(r.input_ids),
         gconfig=gconfig_to_wit(r.gconfig),
         image_data=list(r.image_data or []),
-        metadata=json.dumps(r.metadata or {}),
+        metadata=json.dumps(r.metadata) if r.metadata else "{}",
     )
 
 

@@ -43,14 +43,14 @@ class GenerationHyperparameters:
 
     def new(self, **kwargs) -> GenerationHyperparameters:
         """A copy with `kwargs` replaced (AReaL's `new`)."""
-        names = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(kwargs) - names)
+        names = _GCONFIG_FIELDS
+        unknown = sorted(kwargs.keys() - names)
         if unknown:
             raise TypeError(
                 f"unknown GenerationHyperparameters field(s) {', '.join(unknown)}; "
                 f"the fields are {', '.join(sorted(names))}"
             )
-        args = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        args = {name: getattr(self, name) for name in names}
         args["stop_token_ids"] = list(args["stop_token_ids"])
         args.update(kwargs)
         return GenerationHyperparameters(**args)
@@ -71,6 +71,10 @@ class GenerationHyperparameters:
         if not isinstance(overrides, dict):
             raise TypeError(f"gconfig must be a JSON object, not {overrides!r}")
         return cls().new(**overrides)
+
+
+_GCONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(GenerationHyperparameters))
+"""The field names of `GenerationHyperparameters`, in order (`new` copies each)."""
 
 
 @dataclass

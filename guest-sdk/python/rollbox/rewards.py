@@ -8,6 +8,7 @@ import json
 from wit_world.imports import rewards as _wit
 from wit_world.imports import types as _types
 
+from .api import token_ids
 from .errors import call
 
 
@@ -29,8 +30,8 @@ def score_result(name: str, prompt, completions, prompt_ids, completion_ids, **d
     inp = _types.RewardInput(
         prompt=str(prompt),
         completion=str(completions),
-        prompt_ids=[int(i) for i in prompt_ids],
-        completion_ids=[int(i) for i in completion_ids],
+        prompt_ids=token_ids(prompt_ids),
+        completion_ids=token_ids(completion_ids),
         data=json.dumps(data),
     )
     return ScoreResult(call(_wit.score, str(name), inp))

@@ -176,19 +176,21 @@ def _flatten(data):
 _RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1), "uint8": (0, 255)}
 
 
+_EXACT = {"float32": {float}, "bool": {bool}}
+_INT = {int}
+_NONE = frozenset()
+
+
 def _fast(flat: list, dtype: dtype):
     """`flat` itself when every element already has the exact type and range (the common
     case: lists of token ids, masks, logprobs); None to check element by element."""
+    kinds = set(map(type, flat))
     if dtype.name in _RANGES:
         lo, hi = _RANGES[dtype.name]
-        if all(type(v) is int for v in flat) and (not flat or (lo <= min(flat) and max(flat) <= hi)):
+        if kinds <= _INT and (not flat or (lo <= min(flat) and max(flat) <= hi)):
             return flat
-    elif dtype is float32:
-        if all(type(v) is float for v in flat):
-            return flat
-    elif dtype is bool_:
-        if all(type(v) is bool for v in flat):
-            return flat
+    elif kinds <= _EXACT.get(dtype.name, _NONE):
+        return flat
     return None
 
 

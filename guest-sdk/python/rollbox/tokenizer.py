@@ -7,6 +7,7 @@ import json
 
 from wit_world.imports import tokenizer as _wit
 
+from .api import token_ids
 from .errors import call
 
 
@@ -37,7 +38,7 @@ class Tokenizer:
         return list(call(_wit.encode, str(text), bool(add_special_tokens)))
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
-        return call(_wit.decode, [int(i) for i in ids], bool(skip_special_tokens))
+        return call(_wit.decode, token_ids(ids), bool(skip_special_tokens))
 
     def apply_chat_template(
         self,

@@ -57,7 +57,7 @@ class TrajectoryBuilder:
         out = {
             "input_ids": Tensor(self.input_ids, row, int32),
             "loss_mask": Tensor(self.loss_mask, row, int32),
-            "logprobs": Tensor([float(x) for x in self.logprobs], row, float32),
+            "logprobs": Tensor(list(map(float, self.logprobs)), row, float32),
             "versions": Tensor(self.versions, row, int32),
             "attention_mask": Tensor([True] * n, row, bool_),
         }
