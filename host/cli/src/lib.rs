@@ -7,3 +7,4 @@ pub mod alloc;
 pub mod cmd;
 pub mod config_file;
 pub mod limits;
+pub mod tenants;

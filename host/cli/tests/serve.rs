@@ -8,11 +8,25 @@ use serde_json::{Value, json};
 
 /// One HTTP/1.1 request on loopback; returns the status code and the body.
 fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+    let (status, _, body) = http_with(addr, method, path, &[], body);
+    (status, body)
+}
+
+/// [`http`] with extra header lines (`Name: value`); returns the status, the response's
+/// header block and its body.
+fn http_with(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> (u16, String, Vec<u8>) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .expect("send");
@@ -35,7 +49,7 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
             .contains("transfer-encoding: chunked"),
         "{head}"
     );
-    (status, raw[split + 4..].to_vec())
+    (status, head, raw[split + 4..].to_vec())
 }
 
 /// Send `request` as is, half-close, and return what the server answered (lossy text; empty
@@ -633,4 +647,271 @@ fn serve_runs_code_as_sandbox_fusion_does() {
     let text = String::from_utf8_lossy(&out);
     assert_eq!(code, 503, "{text}");
     assert!(text.contains("--tool python=python_exec.wasm"), "{text}");
+}
+
+/// The tenants file of the tenant tests: `a` (one request in flight, 2,000-byte bodies, 2 rows
+/// or samples per request) and `b` (the defaults), keyed `key-a` and `key-b` unless `keys`
+/// leaves one out.
+fn write_tenants(path: &std::path::Path, keys: &[&str]) {
+    use sha2::Digest;
+    let hash = |k: &str| hex::encode(sha2::Sha256::digest(k.as_bytes()));
+    let mut text = String::new();
+    if keys.contains(&"key-a") {
+        text += &format!(
+            "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\"]\nmax_requests_in_flight = 1\nmax_body_bytes = 2000\nmax_rows_per_request = 2\n\n",
+            hash("key-a")
+        );
+    }
+    if keys.contains(&"key-b") {
+        text += &format!(
+            "[[tenant]]\nname = \"b\"\nkey_sha256 = [\"{}\"]\n",
+            hash("key-b")
+        );
+    }
+    std::fs::write(path, text).expect("tenants file");
+}
+
+/// `serve --tenants`: no key, a wrong key or another scheme is 401 with nothing run; a
+/// tenant at its requests in flight gets 429 with Retry-After while another tenant is served;
+/// its body and sample caps hold; `/metrics` counts per tenant; SIGHUP revokes a key left out
+/// of the file. Without `--tenants`, a non-loopback address is refused at start.
+#[test]
+fn serve_admits_tenants_by_key_and_quota() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rollbox"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--engine", "embedded"])
+        .output()
+        .expect("serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--tenants") && err.contains("--insecure-no-auth"),
+        "{err}"
+    );
+
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("tenants.toml");
+    write_tenants(&file, &["key-a", "key-b"]);
+    let spin = format!("spin={},timeout=2s,retries=0", c::REWARD_SPIN);
+    let (mut child, addr) = start_serve(
+        &[
+            "--tenants",
+            file.to_str().expect("path"),
+            "--reward",
+            "math=math",
+            "--reward",
+            &spin,
+            "--engine",
+            "embedded",
+        ],
+        tmp.path(),
+    );
+    let pid = child.id();
+    let result = std::panic::catch_unwind(|| {
+        let (a, b) = ("Authorization: Bearer key-a", "Authorization: Bearer key-b");
+        let version = json!({"version": 3}).to_string();
+        assert_eq!(
+            http(&addr, "GET", "/healthz", "").0,
+            200,
+            "probes need no key"
+        );
+        for headers in [
+            vec![],
+            vec!["Authorization: Bearer key-c"],
+            vec!["Authorization: Basic key-a"],
+            vec!["Authorization: Bearer"],
+        ] {
+            let (code, head, body) = http_with(&addr, "POST", "/v1/version", &headers, &version);
+            assert_eq!(code, 401, "{headers:?}");
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains("www-authenticate: bearer"),
+                "{head}"
+            );
+            assert!(String::from_utf8_lossy(&body).contains("Authorization: Bearer KEY"));
+        }
+        let (code, _, body) = http_with(&addr, "GET", "/metrics", &[a], "");
+        let text = String::from_utf8_lossy(&body).into_owned();
+        assert_eq!(code, 200);
+        assert!(text.contains("rollbox_unauthorized_total 4"), "{text}");
+        assert!(
+            text.contains("rollbox_policy_version 0"),
+            "the refused requests ran nothing: {text}"
+        );
+
+        // `a` holds its one request in flight (a reward that spins to its 2 s timeout): its
+        // next one is 429, `b` is served meanwhile.
+        let sample = json!({"query": ["x"], "prompts": [""], "labels": ["1"]}).to_string();
+        let held = {
+            let (addr, sample) = (addr.clone(), sample.clone());
+            std::thread::spawn(move || {
+                http_with(&addr, "POST", "/get_reward?reward=spin", &[a], &sample).0
+            })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let (code, head, _) = loop {
+            let r = http_with(&addr, "POST", "/v1/version", &[a], &version);
+            if r.0 != 200 || std::time::Instant::now() > deadline {
+                break r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert_eq!(code, 429, "{head}");
+        assert!(
+            head.to_ascii_lowercase().contains("retry-after: 1"),
+            "{head}"
+        );
+        let start = std::time::Instant::now();
+        let ok = json!({"query": ["\\boxed{1}"], "prompts": [""], "labels": ["1"]}).to_string();
+        let (code, _, body) = http_with(&addr, "POST", "/get_reward?reward=math", &[b], &ok);
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(held.join().expect("held"), 200);
+        assert_eq!(
+            http_with(&addr, "POST", "/v1/version", &[a], &version).0,
+            200
+        );
+        // A URL's `b:key-b@` (what a trainer that only takes a URL sends).
+        let basic = "Authorization: Basic YjprZXktYg==";
+        assert_eq!(
+            http_with(&addr, "POST", "/v1/version", &[basic], &version).0,
+            200
+        );
+
+        // `a`'s caps: 2,000-byte bodies, 2 samples.
+        let big = format!("{{\"version\": 1, \"pad\": \"{}\"}}", "x".repeat(3000));
+        let (code, _, body) = http_with(&addr, "POST", "/v1/version", &[a], &big);
+        assert_eq!(code, 413);
+        assert!(String::from_utf8_lossy(&body).contains("max_body_bytes"));
+        let three =
+            json!({"query": ["1", "2", "3"], "prompts": ["", "", ""], "labels": ["1", "2", "3"]});
+        let (code, _, body) = http_with(
+            &addr,
+            "POST",
+            "/get_reward?reward=math",
+            &[a],
+            &three.to_string(),
+        );
+        assert_eq!(code, 413, "{}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&body).contains("at most 2"));
+        assert_eq!(
+            http_with(
+                &addr,
+                "POST",
+                "/get_reward?reward=math",
+                &[b],
+                &three.to_string()
+            )
+            .0,
+            200
+        );
+
+        let (_, _, body) = http_with(&addr, "GET", "/metrics", &[b], "");
+        let text = String::from_utf8_lossy(&body).into_owned();
+        assert!(
+            text.contains("rollbox_tenant_throttled_total{tenant=\"a\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rollbox_tenant_throttled_total{tenant=\"b\"} 0"),
+            "{text}"
+        );
+
+        // SIGHUP with `b`'s key left out: refused from then on; `a` still served.
+        write_tenants(&file, &["key-a"]);
+        let kill = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(kill.success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while http_with(&addr, "POST", "/v1/version", &[b], &version).0 != 401 {
+            assert!(std::time::Instant::now() < deadline, "key-b still accepted");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(
+            http_with(&addr, "POST", "/v1/version", &[a], &version).0,
+            200
+        );
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
+/// SIGTERM drains: no new connections, the request in flight is answered in full, then the
+/// server exits 0; past `--drain-timeout` what is still running is cancelled and it exits.
+#[test]
+fn serve_drains_on_sigterm() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let spin = format!("spin={},timeout=2s,retries=0", c::REWARD_SPIN);
+    let sample = json!({"query": ["x"], "prompts": [""], "labels": ["1"]}).to_string();
+    for (drain, answered) in [("30s", true), ("200ms", false)] {
+        let (mut child, addr) = start_serve(
+            &[
+                "--reward",
+                &spin,
+                "--engine",
+                "embedded",
+                "--drain-timeout",
+                drain,
+            ],
+            tmp.path(),
+        );
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            assert_eq!(http(&addr, "GET", "/readyz", "").0, 200);
+            let held = {
+                let (addr, sample) = (addr.clone(), sample.clone());
+                std::thread::spawn(move || {
+                    use std::io::{Read, Write};
+                    let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+                    write!(
+                        s,
+                        "POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{sample}",
+                        sample.len()
+                    )
+                    .expect("send");
+                    let mut raw = Vec::new();
+                    let _ = s.read_to_end(&mut raw);
+                    String::from_utf8_lossy(&raw).into_owned()
+                })
+            };
+            // The reward spins for 2 s: signal while it is in flight.
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let start = std::time::Instant::now();
+            let kill = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .expect("kill");
+            assert!(kill.success());
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(
+                std::net::TcpStream::connect(&addr).is_err(),
+                "a new connection while draining"
+            );
+            let answer = held.join().expect("held");
+            let status = child.wait().expect("exit");
+            assert!(status.success(), "{status}");
+            if answered {
+                assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+                assert!(answer.contains("rewards"), "{answer}");
+            } else {
+                assert!(answer.is_empty(), "cancelled, not answered: {answer}");
+                assert!(
+                    start.elapsed() < std::time::Duration::from_millis(1500),
+                    "{:?}",
+                    start.elapsed()
+                );
+            }
+        }));
+        let _ = child.kill();
+        let _ = child.wait();
+        if let Err(e) = result {
+            std::panic::resume_unwind(e);
+        }
+    }
 }

@@ -15,7 +15,16 @@
 //!   "execution_time"}, ...}` out; the program runs in a fresh instance of the tool registered
 //!   as `python` (python-exec), within the request's limits and never past the tool's own.
 //! * `GET /healthz`: `ok`.
+//! * `GET /readyz`: `ready`, or 503 once the server drains (SIGTERM): a load balancer stops
+//!   sending it requests.
 //! * `GET /metrics`: Prometheus text.
+//!
+//! Tenants (`--tenants FILE`, [`crate::tenants`]): every request but `GET /healthz` must carry
+//! `Authorization: Bearer KEY` with a tenant's key (401 with nothing run otherwise); each tenant
+//! has its own requests in flight (429 with `Retry-After` past them), body size and rows per
+//! request, its counters in `/metrics`, and one access-log line per request naming the tenant,
+//! never the key; `SIGHUP` reads the file again. Without `--tenants` the server listens on a
+//! loopback address only, unless `--insecure-no-auth` says otherwise.
 //!
 //! Hostile clients: a request's headers must arrive within [`HEADER_READ_TIMEOUT`] (which also
 //! closes a keep-alive connection left idle that long) and its body within
@@ -29,13 +38,15 @@
 //! [`MAX_PARSED_BYTES`]; nothing is built from the body beyond the rows themselves.
 //! Malformed requests get a 4xx naming the problem.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Extension, RawQuery, Request, State};
 use axum::http::{StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Args;
@@ -44,6 +55,7 @@ use rollbox_rollout::dataset::{Dataset, Row};
 use rollbox_rollout::{MAX_BATCH_TENSOR_BYTES, MemorySink, Rollout, RolloutOptions};
 
 use super::rollout::SetupArgs;
+use crate::tenants::{Quota, Tenants};
 
 /// Flags of `rollbox serve`.
 #[derive(Args, Debug)]
@@ -55,6 +67,19 @@ pub struct ServeArgs {
     /// accepted (the rest of the slots stay free for other clients and health probes).
     #[arg(long, default_value_t = 128, value_name = "N")]
     max_connections_per_ip: usize,
+    /// Tenants (TOML): their API keys, as SHA-256 hashes, and quotas. Every request but
+    /// `GET /healthz` and `/readyz` must then carry `Authorization: Bearer KEY` (or the key
+    /// as a URL's password); SIGHUP reads the file again. See docs/serve.md.
+    #[arg(long, value_name = "FILE")]
+    tenants: Option<PathBuf>,
+    /// Listen on an address other than loopback with no --tenants: anyone who reaches the
+    /// port can run episodes, rewards and code.
+    #[arg(long)]
+    insecure_no_auth: bool,
+    /// On SIGTERM or SIGINT: stop accepting connections, let requests in flight finish for
+    /// this long, then cancel the rest (their episodes and engine requests with them) and exit.
+    #[arg(long, default_value = "30s", value_parser = rollbox_runtime::parse_duration, value_name = "DURATION")]
+    drain_timeout: Duration,
     #[command(flatten)]
     pub setup: SetupArgs,
 }
@@ -71,6 +96,7 @@ struct Metrics {
     reward_faults: AtomicU64,
     run_code_requests: AtomicU64,
     run_code_failures: AtomicU64,
+    unauthorized: AtomicU64,
 }
 
 struct AppState {
@@ -79,6 +105,100 @@ struct AppState {
     /// Bodies parsed at once: one core fewer than the machine has (at least one), so parsing
     /// never takes every core from the workers that answer health probes.
     parse_slots: tokio::sync::Semaphore,
+    tenants: Option<Arc<Tenants>>,
+    /// Set on SIGTERM or SIGINT: `/readyz` answers 503 from then on.
+    draining: std::sync::atomic::AtomicBool,
+}
+
+/// What the server allows any one request: a tenant's [`Quota`] is at most this.
+pub const SERVER_QUOTA: Quota = Quota {
+    requests_in_flight: MAX_CONNECTIONS,
+    body_bytes: MAX_BODY_BYTES,
+    rows_per_request: MAX_ROWS_PER_REQUEST,
+};
+
+/// `--tenants`: who the request is from, and whether it may run now. Answers 401 without a
+/// valid key, 429 (with `Retry-After`) when the tenant is at its requests in flight, 413 when
+/// the body declares more than its `max_body_bytes` (a body that turns out longer is cut at
+/// that size and refused as it is read); logs one line per request with the tenant's name.
+async fn authorize(State(app): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let Some(tenants) = app.tenants.as_ref() else {
+        return next.run(req).await;
+    };
+    if matches!(req.uri().path(), "/healthz" | "/readyz") {
+        return next.run(req).await;
+    }
+    let start = Instant::now();
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let key = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    let Some(tenant) = tenants.authenticate(key) else {
+        app.metrics.unauthorized.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(target: "rollbox::access", tenant = "-", %method, path, status = 401);
+        let mut r = error(
+            StatusCode::UNAUTHORIZED,
+            "no valid API key: send `Authorization: Bearer KEY` with a key of this server's --tenants file".into(),
+        );
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        return r;
+    };
+    let quota = tenant.quota;
+    let Some(in_flight) = tenant.admit() else {
+        tracing::info!(target: "rollbox::access", tenant = %tenant.name, %method, path, status = 429);
+        let mut r = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "tenant `{}` has {} requests in flight, its max_requests_in_flight: retry when one has finished",
+                tenant.name, quota.requests_in_flight
+            ),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        return r;
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > quota.body_bytes as u64) {
+        tracing::info!(target: "rollbox::access", tenant = %tenant.name, %method, path, status = 413);
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "a body of {} bytes; tenant `{}` may send at most {} (max_body_bytes)",
+                declared.unwrap_or_default(),
+                tenant.name,
+                quota.body_bytes
+            ),
+        );
+    }
+    let (parts, body) = req.into_parts();
+    let body = axum::body::Body::new(http_body_util::Limited::new(body, quota.body_bytes));
+    let mut req = Request::from_parts(parts, body);
+    req.extensions_mut().insert(quota);
+    let response = next.run(req).await;
+    drop(in_flight);
+    tracing::info!(
+        target: "rollbox::access",
+        tenant = %tenant.name,
+        %method,
+        path,
+        status = response.status().as_u16(),
+        ms = start.elapsed().as_secs_f64() * 1e3,
+    );
+    response
+}
+
+/// The rows (or samples) `quota` lets one request carry: the server's `cap` without tenants.
+fn rows_cap(quota: &Option<Extension<Quota>>, cap: usize) -> usize {
+    quota
+        .as_ref()
+        .map_or(cap, |Extension(q)| q.rows_per_request.min(cap))
 }
 
 /// Time a client has to send a request's headers.
@@ -146,6 +266,16 @@ async fn collect_capped(
     let mut buf = Vec::with_capacity(declared.min(1 << 20) as usize);
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            while let Some(err) = source {
+                if err.is::<http_body_util::LengthLimitError>() {
+                    return error(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "the body is over this tenant's max_body_bytes".into(),
+                    );
+                }
+                source = err.source();
+            }
             error(
                 StatusCode::BAD_REQUEST,
                 format!("cannot read the body: {e}"),
@@ -165,7 +295,11 @@ async fn collect_capped(
     Ok(buf.into())
 }
 
-async fn episodes(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Response {
+async fn episodes(
+    State(app): State<Arc<AppState>>,
+    quota: Option<Extension<Quota>>,
+    body: axum::body::Body,
+) -> Response {
     app.metrics.requests.fetch_add(1, Ordering::Relaxed);
     let body = match read_body(body, MAX_BODY_BYTES).await {
         Ok(b) => b,
@@ -186,6 +320,16 @@ async fn episodes(State(app): State<Arc<AppState>>, body: axum::body::Body) -> R
             );
         }
     };
+    let cap = rows_cap(&quota, MAX_ROWS_PER_REQUEST);
+    if rows.len() > cap {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{} rows; this tenant may send at most {cap} per request (max_rows_per_request): split them over several requests",
+                rows.len()
+            ),
+        );
+    }
     match run_rows(&app, rows).await {
         Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
         Err(e) => {
@@ -491,6 +635,7 @@ struct RewardRequest {
 /// faults scores 0.0 and counts in `extra_logs.rollbox_fault`; the request still succeeds.
 async fn get_reward(
     State(app): State<Arc<AppState>>,
+    quota: Option<Extension<Quota>>,
     RawQuery(query): RawQuery,
     body: axum::body::Body,
 ) -> Response {
@@ -545,10 +690,11 @@ async fn get_reward(
         }
     };
     let n = request.query.len();
-    if n > MAX_REWARD_SAMPLES {
+    let cap = rows_cap(&quota, MAX_REWARD_SAMPLES);
+    if n > cap {
         return error(
             StatusCode::PAYLOAD_TOO_LARGE,
-            format!("{n} samples; at most {MAX_REWARD_SAMPLES} per request"),
+            format!("{n} samples; at most {cap} per request"),
         );
     }
     for (what, len) in [
@@ -719,6 +865,42 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
             "# HELP rollbox_{name} {help}\n# TYPE rollbox_{name} counter\nrollbox_{name} {v}\n"
         ));
     }
+    text.push_str(&format!(
+        "# HELP rollbox_unauthorized_total Requests refused for want of a valid API key.\n# TYPE rollbox_unauthorized_total counter\nrollbox_unauthorized_total {}\n",
+        m.unauthorized.load(Ordering::Relaxed)
+    ));
+    if let Some(tenants) = &app.tenants {
+        let all = tenants.all();
+        for (name, kind, help) in [
+            (
+                "tenant_requests_total",
+                "counter",
+                "Requests let through, per tenant.",
+            ),
+            (
+                "tenant_throttled_total",
+                "counter",
+                "Requests answered 429 at the tenant's max_requests_in_flight.",
+            ),
+            (
+                "tenant_requests_in_flight",
+                "gauge",
+                "Requests of the tenant in flight.",
+            ),
+        ] {
+            text.push_str(&format!(
+                "# HELP rollbox_{name} {help}\n# TYPE rollbox_{name} {kind}\n"
+            ));
+            for t in all.iter() {
+                let v = match name {
+                    "tenant_requests_total" => t.usage.requests.load(Ordering::Relaxed),
+                    "tenant_throttled_total" => t.usage.throttled.load(Ordering::Relaxed),
+                    _ => t.in_flight() as u64,
+                };
+                text.push_str(&format!("rollbox_{name}{{tenant=\"{}\"}} {v}\n", t.name));
+            }
+        }
+    }
     let v = app.rollout.runtime.services().version();
     text.push_str(&format!(
         "# HELP rollbox_policy_version Policy version stamped on new tokens.\n# TYPE rollbox_policy_version gauge\nrollbox_policy_version {v}\n"
@@ -728,6 +910,20 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
 
 /// Serve until killed.
 pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
+    let tenants = match &a.tenants {
+        Some(path) => Some(Arc::new(Tenants::load(path, SERVER_QUOTA)?)),
+        None => None,
+    };
+    // Before the model and components load: a refused address fails at once.
+    let listener = tokio::net::TcpListener::bind(&a.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("listening on {}: {e}", a.listen))?;
+    let local = listener.local_addr()?;
+    if tenants.is_none() && !local.ip().is_loopback() && !a.insecure_no_auth {
+        anyhow::bail!(
+            "{local} is reachable from other machines and no --tenants file gives API keys: anyone could run episodes, rewards and code here. Give --tenants FILE (docs/serve.md), listen on 127.0.0.1, or pass --insecure-no-auth"
+        );
+    }
     process::prefer_small_pages(&a.setup.engine());
     let spec = a.setup.spec()?;
     spec.ensure_model().await?;
@@ -744,22 +940,82 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         rollout,
         metrics: Metrics::default(),
         parse_slots: tokio::sync::Semaphore::new(cores.saturating_sub(1).max(1)),
+        tenants: tenants.clone(),
+        draining: std::sync::atomic::AtomicBool::new(false),
     });
+    if let Some(tenants) = tenants {
+        reload_on_sighup(tenants)?;
+    }
     let router = Router::new()
         .route("/v1/episodes", post(episodes))
         .route("/v1/version", post(version))
         .route("/get_reward", post(get_reward))
         .route("/run_code", post(run_code))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(app);
-    let listener = tokio::net::TcpListener::bind(&a.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("listening on {}: {e}", a.listen))?;
-    println!("listening on http://{}", listener.local_addr()?);
+        .layer(axum::middleware::from_fn_with_state(app.clone(), authorize))
+        .with_state(app.clone());
+    let app_for_drain = app;
+    println!("listening on http://{local}");
     use std::io::Write as _;
     std::io::stdout().flush()?;
-    serve_connections(listener, router, a.max_connections_per_ip.max(1)).await
+    let drain = {
+        let app = app_for_drain;
+        async move {
+            shutdown_signal().await;
+            app.draining.store(true, Ordering::Release);
+        }
+    };
+    serve_connections(
+        listener,
+        router,
+        a.max_connections_per_ip.max(1),
+        drain,
+        a.drain_timeout,
+    )
+    .await
+}
+
+/// `GET /readyz`: `ready`, or 503 while draining.
+async fn readyz(State(app): State<Arc<AppState>>) -> Response {
+    if app.draining.load(Ordering::Acquire) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
+    }
+    "ready".into_response()
+}
+
+/// The first SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
+/// Read the tenants file again on every SIGHUP (a broken file leaves the tenants as they were).
+fn reload_on_sighup(tenants: Arc<Tenants>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangups =
+        signal(SignalKind::hangup()).map_err(|e| anyhow::anyhow!("listening for SIGHUP: {e}"))?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match tenants.reload() {
+                Ok(n) => tracing::info!("SIGHUP: the tenants file read again, {n} tenants"),
+                Err(e) => tracing::warn!("SIGHUP: {e:#}; the tenants stay as they were"),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Connections open per client address.
@@ -806,12 +1062,20 @@ async fn serve_connections(
     listener: tokio::net::TcpListener,
     router: Router,
     per_ip_cap: usize,
+    drain: impl std::future::Future<Output = ()>,
+    drain_timeout: Duration,
 ) -> anyhow::Result<()> {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let per_ip = Arc::new(PerIp::default());
+    let (draining, _) = tokio::sync::watch::channel(false);
     let mut refused_logged = std::time::Instant::now() - Duration::from_secs(60);
+    tokio::pin!(drain);
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = &mut drain => break,
+        };
+        let (stream, peer) = match accepted {
             Ok(s) => s,
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -839,15 +1103,42 @@ async fn serve_connections(
             continue;
         };
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let mut stop = draining.subscribe();
         tokio::spawn(async move {
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
+            tokio::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                _ = stop.changed() => {
+                    // Finish the request in flight, then close (no keep-alive).
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
                 tracing::debug!("connection from {peer}: {e}");
             }
             drop((slot, ip_slot));
         });
     }
+    // Draining: no new connections; open ones finish their request and close.
+    drop(listener);
+    let _ = draining.send(true);
+    let open = MAX_CONNECTIONS - slots.available_permits();
+    tracing::info!(
+        "draining: {open} connections open, waiting up to {} s",
+        drain_timeout.as_secs_f64()
+    );
+    let all = u32::try_from(MAX_CONNECTIONS).unwrap_or(u32::MAX);
+    match tokio::time::timeout(drain_timeout, slots.acquire_many(all)).await {
+        Ok(_) => tracing::info!("drained: every request answered"),
+        Err(_) => tracing::warn!(
+            "drain timeout: {} connections still open are cancelled with their episodes",
+            MAX_CONNECTIONS - slots.available_permits()
+        ),
+    }
+    Ok(())
 }

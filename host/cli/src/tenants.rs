@@ -1,0 +1,496 @@
+//! Tenants of a shared `rollbox serve` (`--tenants FILE`): who may call the server, with which
+//! API keys, and how much of it each may take at once.
+//!
+//! ```toml
+//! [[tenant]]
+//! name = "team-a"
+//! # SHA-256 of each API key, in hex: printf %s "$KEY" | sha256sum
+//! key_sha256 = ["4c2b...e1"]
+//! max_requests_in_flight = 8      # more get 429 with Retry-After
+//! max_body_bytes = 16777216       # at most the server's cap
+//! max_rows_per_request = 1024     # rows of /v1/episodes, samples of /get_reward
+//! ```
+//!
+//! The file holds hashes, never keys: whoever reads it cannot call the server. It must be a
+//! regular file owned by the user running the server (or root) and writable by nobody else,
+//! checked on the opened file (links are followed: Kubernetes mounts secrets as links).
+//! A request's `Authorization: Bearer KEY` (or `Basic` with the key as the password: a URL
+//! `http://team-a:KEY@host/get_reward` for trainers that only take a URL) is hashed and compared with every key of every
+//! tenant, each comparison over all 32 bytes, so the time taken does not depend on how much
+//! of a hash matched nor on which tenant's key it is. `SIGHUP` reads the file again: a key
+//! left out of it is refused from then on, and counters and requests in flight carry over by
+//! tenant name.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// Largest tenants file, bytes.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// A tenant as the file gives it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenantEntry {
+    name: String,
+    key_sha256: Vec<String>,
+    max_requests_in_flight: Option<usize>,
+    max_body_bytes: Option<usize>,
+    max_rows_per_request: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenantsFile {
+    #[serde(default)]
+    tenant: Vec<TenantEntry>,
+}
+
+/// What one tenant may take at once, each at most the server's own cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// Requests in flight; more are answered 429.
+    pub requests_in_flight: usize,
+    /// Request body, bytes.
+    pub body_bytes: usize,
+    /// Rows of a `/v1/episodes` request, samples of a `/get_reward` one.
+    pub rows_per_request: usize,
+}
+
+/// A tenant's counters and requests in flight, kept across reloads of the file.
+#[derive(Debug, Default)]
+pub struct Usage {
+    in_flight: AtomicUsize,
+    /// Requests let through.
+    pub requests: AtomicU64,
+    /// Requests answered 429 (at the in-flight quota).
+    pub throttled: AtomicU64,
+}
+
+/// A tenant: its name, keys (hashed) and quota.
+#[derive(Debug)]
+pub struct Tenant {
+    pub name: String,
+    keys: Vec<[u8; 32]>,
+    pub quota: Quota,
+    pub usage: Arc<Usage>,
+}
+
+/// A request counted against its tenant's in-flight quota until dropped.
+#[derive(Debug)]
+pub struct InFlight {
+    usage: Arc<Usage>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.usage.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Tenant {
+    /// Count a request against the in-flight quota; `None` when the tenant is at it.
+    pub fn admit(&self) -> Option<InFlight> {
+        let cap = self.quota.requests_in_flight;
+        let admitted = self
+            .usage
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < cap).then_some(n + 1)
+            })
+            .is_ok();
+        if admitted {
+            self.usage.requests.fetch_add(1, Ordering::Relaxed);
+            Some(InFlight {
+                usage: self.usage.clone(),
+            })
+        } else {
+            self.usage.throttled.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+
+    /// Requests of this tenant in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.usage.in_flight.load(Ordering::Acquire)
+    }
+}
+
+/// The tenants of a server, from `--tenants FILE`; [`Tenants::reload`] reads the file again.
+pub struct Tenants {
+    path: PathBuf,
+    server: Quota,
+    current: RwLock<Arc<Vec<Arc<Tenant>>>>,
+}
+
+impl Tenants {
+    /// Read and check `path`; `server` caps every tenant's quota (and is the default of what
+    /// a tenant leaves out, but for requests in flight: 4).
+    pub fn load(path: &Path, server: Quota) -> anyhow::Result<Self> {
+        let tenants = read(path, server, &HashMap::new())?;
+        Ok(Tenants {
+            path: path.to_path_buf(),
+            server,
+            current: RwLock::new(Arc::new(tenants)),
+        })
+    }
+
+    /// Read the file again; on an error the tenants stay as they were. Returns how many there
+    /// are now.
+    pub fn reload(&self) -> anyhow::Result<usize> {
+        let usage: HashMap<String, Arc<Usage>> = self
+            .all()
+            .iter()
+            .map(|t| (t.name.clone(), t.usage.clone()))
+            .collect();
+        let tenants = read(&self.path, self.server, &usage)?;
+        let n = tenants.len();
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(tenants);
+        Ok(n)
+    }
+
+    /// Every tenant, in the file's order.
+    pub fn all(&self) -> Arc<Vec<Arc<Tenant>>> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The tenant whose key `authorization` (an `Authorization` header's value) carries, if
+    /// any: `Bearer KEY`, the key hashed and compared with every key of every tenant.
+    pub fn authenticate(&self, authorization: Option<&[u8]>) -> Option<Arc<Tenant>> {
+        let key = bearer(authorization?)?;
+        let digest: [u8; 32] = Sha256::digest(&key).into();
+        let mut found = None;
+        for tenant in self.all().iter() {
+            for k in &tenant.keys {
+                // Every key is compared in full, a match or not.
+                if constant_time_eq(k, &digest) {
+                    found = Some(tenant.clone());
+                }
+            }
+        }
+        found
+    }
+}
+
+/// The key of `Bearer KEY`, or the password of `Basic base64(NAME:KEY)` (what an HTTP client
+/// sends for a URL `http://NAME:KEY@host/...`, so a trainer that only takes a URL can carry a
+/// key); the scheme in any case.
+fn bearer(value: &[u8]) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let space = value.iter().position(|&b| b == b' ')?;
+    let (scheme, rest) = value.split_at(space);
+    let rest = rest.trim_ascii();
+    let key = if scheme.eq_ignore_ascii_case(b"bearer") {
+        rest.to_vec()
+    } else if scheme.eq_ignore_ascii_case(b"basic") {
+        let pair = base64::engine::general_purpose::STANDARD
+            .decode(rest)
+            .ok()?;
+        let colon = pair.iter().position(|&b| b == b':')?;
+        pair[colon + 1..].to_vec()
+    } else {
+        return None;
+    };
+    (!key.is_empty()).then_some(key)
+}
+
+/// Whether `a` and `b` are equal, looking at every byte whatever the first difference.
+fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    let mut diff = 0u8;
+    for (x, y) in a.iter().zip(b) {
+        diff |= x ^ y;
+    }
+    std::hint::black_box(diff) == 0
+}
+
+fn read(
+    path: &Path,
+    server: Quota,
+    usage: &HashMap<String, Arc<Usage>>,
+) -> anyhow::Result<Vec<Arc<Tenant>>> {
+    let text = read_trusted(path)?;
+    let what = path.display();
+    let file: TenantsFile =
+        toml::from_str(&text).with_context(|| format!("{what}: not a valid tenants file"))?;
+    if file.tenant.is_empty() {
+        bail!("{what} has no [[tenant]]: add one with a name and key_sha256 (see docs/serve.md)");
+    }
+    let mut names = HashMap::new();
+    let mut owners: HashMap<[u8; 32], String> = HashMap::new();
+    let mut tenants = Vec::with_capacity(file.tenant.len());
+    for t in file.tenant {
+        let name = t.name;
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        {
+            bail!("{what}: tenant name {name:?} must be 1 to 64 letters, digits, '-', '_' or '.'");
+        }
+        if names.insert(name.clone(), ()).is_some() {
+            bail!("{what}: tenant {name:?} is named twice");
+        }
+        if t.key_sha256.is_empty() {
+            bail!("{what}: tenant {name:?} has no key_sha256 (printf %s \"$KEY\" | sha256sum)");
+        }
+        let mut keys = Vec::with_capacity(t.key_sha256.len());
+        for (i, h) in t.key_sha256.iter().enumerate() {
+            let mut digest = [0u8; 32];
+            if hex::decode_to_slice(h.trim(), &mut digest).is_err() {
+                bail!(
+                    "{what}: tenant {name:?} key_sha256[{i}] is not 64 hex digits: store the SHA-256 of the key (printf %s \"$KEY\" | sha256sum), never the key"
+                );
+            }
+            if let Some(other) = owners.insert(digest, name.clone()) {
+                bail!("{what}: tenants {other:?} and {name:?} share a key; give each its own");
+            }
+            keys.push(digest);
+        }
+        let capped = |field: &str, v: Option<usize>, default: usize, cap: usize| {
+            let v = v.unwrap_or(default);
+            if v == 0 || v > cap {
+                bail!("{what}: tenant {name:?} {field} is {v}; it must be from 1 to {cap}");
+            }
+            Ok(v)
+        };
+        let quota = Quota {
+            requests_in_flight: capped(
+                "max_requests_in_flight",
+                t.max_requests_in_flight,
+                4.min(server.requests_in_flight),
+                server.requests_in_flight,
+            )?,
+            body_bytes: capped(
+                "max_body_bytes",
+                t.max_body_bytes,
+                server.body_bytes,
+                server.body_bytes,
+            )?,
+            rows_per_request: capped(
+                "max_rows_per_request",
+                t.max_rows_per_request,
+                server.rows_per_request,
+                server.rows_per_request,
+            )?,
+        };
+        let usage = usage.get(&name).cloned().unwrap_or_default();
+        tenants.push(Arc::new(Tenant {
+            name,
+            keys,
+            quota,
+            usage,
+        }));
+    }
+    Ok(tenants)
+}
+
+/// The file's text, if another user could not have written it: a regular file owned by the
+/// current user or root, writable by nobody else (checked on the opened file), at most
+/// [`MAX_FILE_BYTES`].
+fn read_trusted(path: &Path) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let what = path.display();
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // A FIFO under the name must not block the open.
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options
+        .open(path)
+        .with_context(|| format!("opening the tenants file {what}"))?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        bail!("the tenants file {what} is not a regular file");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me && meta.uid() != 0 {
+            bail!(
+                "the tenants file {what} is owned by uid {}, neither the current user (uid {me}) nor root: another user could give themselves a key",
+                meta.uid()
+            );
+        }
+        if meta.mode() & 0o022 != 0 {
+            bail!(
+                "the tenants file {what} has mode {:o}, which lets other users add keys to it; chmod go-w it",
+                meta.mode() & 0o7777
+            );
+        }
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        bail!(
+            "the tenants file {what} is {} bytes; at most {MAX_FILE_BYTES}",
+            meta.len()
+        );
+    }
+    let mut text = String::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("reading the tenants file {what} (UTF-8 TOML)"))?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SERVER: Quota = Quota {
+        requests_in_flight: 64,
+        body_bytes: 1 << 20,
+        rows_per_request: 100,
+    };
+
+    fn sha(key: &str) -> String {
+        hex::encode(Sha256::digest(key.as_bytes()))
+    }
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        let path = dir.join("tenants.toml");
+        std::fs::write(&path, text).expect("write");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        }
+        path
+    }
+
+    #[test]
+    fn keys_find_their_tenant_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = write(
+            dir.path(),
+            &format!(
+                "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\", \"{}\"]\nmax_requests_in_flight = 1\n\n[[tenant]]\nname = \"b\"\nkey_sha256 = [\"{}\"]\n",
+                sha("key-a"),
+                sha("key-a2"),
+                sha("key-b")
+            ),
+        );
+        let t = Tenants::load(&path, SERVER).expect("load");
+        let name = |h: &str| t.authenticate(Some(h.as_bytes())).map(|t| t.name.clone());
+        assert_eq!(name("Bearer key-a").as_deref(), Some("a"));
+        assert_eq!(name("bearer   key-a2 ").as_deref(), Some("a"));
+        assert_eq!(name("Bearer key-b").as_deref(), Some("b"));
+        for refused in [
+            "Bearer key-c",
+            "Bearer",
+            "Bearer ",
+            "Basic key-a",
+            "key-a",
+            "Bearerkey-a",
+        ] {
+            assert_eq!(name(refused), None, "{refused}");
+        }
+        assert!(t.authenticate(None).is_none());
+        // The stored hash is not a key.
+        assert_eq!(name(&format!("Bearer {}", sha("key-a"))), None);
+
+        let a = t.authenticate(Some(b"Bearer key-a")).expect("a");
+        assert_eq!(a.quota.requests_in_flight, 1);
+        assert_eq!(a.quota.body_bytes, SERVER.body_bytes);
+        let first = a.admit().expect("first");
+        assert!(a.admit().is_none(), "at the quota");
+        drop(first);
+        assert!(a.admit().is_some());
+        assert_eq!(a.usage.throttled.load(Ordering::Relaxed), 1);
+        let b = t.authenticate(Some(b"Bearer key-b")).expect("b");
+        assert_eq!(b.quota.requests_in_flight, 4, "the default");
+    }
+
+    #[test]
+    fn reload_revokes_keys_and_keeps_usage() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let two = format!(
+            "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\", \"{}\"]\n",
+            sha("old"),
+            sha("new")
+        );
+        let path = write(dir.path(), &two);
+        let t = Tenants::load(&path, SERVER).expect("load");
+        let held = t.authenticate(Some(b"Bearer old")).expect("old").admit();
+        write(
+            dir.path(),
+            &format!(
+                "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\"]\n",
+                sha("new")
+            ),
+        );
+        assert_eq!(t.reload().expect("reload"), 1);
+        assert!(t.authenticate(Some(b"Bearer old")).is_none(), "revoked");
+        let a = t.authenticate(Some(b"Bearer new")).expect("new");
+        assert_eq!(a.in_flight(), 1, "the request in flight carried over");
+        drop(held);
+        assert_eq!(a.in_flight(), 0);
+        // A broken file leaves the tenants as they were.
+        write(dir.path(), "[[tenant]]\nname = \"a\"\n");
+        assert!(t.reload().is_err());
+        assert!(t.authenticate(Some(b"Bearer new")).is_some());
+    }
+
+    #[test]
+    fn bad_files_are_refused_naming_the_fix() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let k = sha("k");
+        for (text, says) in [
+            ("", "no [[tenant]]"),
+            (
+                "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"k\"]\n",
+                "not 64 hex digits",
+            ),
+            (
+                &format!("[[tenant]]\nname = \"a b\"\nkey_sha256 = [\"{k}\"]\n"),
+                "must be 1 to 64",
+            ),
+            (
+                &format!(
+                    "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{k}\"]\n[[tenant]]\nname = \"b\"\nkey_sha256 = [\"{k}\"]\n"
+                ),
+                "share a key",
+            ),
+            (
+                &format!(
+                    "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{k}\"]\nmax_body_bytes = 2000000\n"
+                ),
+                "from 1 to 1048576",
+            ),
+            (
+                &format!("[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{k}\"]\nmax_rows = 5\n"),
+                "unknown field",
+            ),
+        ] {
+            let path = write(dir.path(), text);
+            let err = format!("{:#}", Tenants::load(&path, SERVER).err().expect(says));
+            assert!(err.contains(says), "{says}: {err}");
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let path = write(
+                dir.path(),
+                &format!("[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{k}\"]\n"),
+            );
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o620)).expect("chmod");
+            let err = format!(
+                "{:#}",
+                Tenants::load(&path, SERVER).err().expect("group-writable")
+            );
+            assert!(err.contains("chmod go-w"), "{err}");
+        }
+    }
+}
