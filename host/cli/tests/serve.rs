@@ -525,6 +525,60 @@ fn serve_scores_openrlhf_reward_requests() {
         assert!(text.contains("rollbox_reward_samples_total 4"), "{text}");
         assert!(text.contains("rollbox_reward_faults_total 1"), "{text}");
         assert_eq!(http(&addr, "GET", "/healthz", ""), (200, b"ok".to_vec()));
+
+        // `/v1/rewards`: items scored in order, each with its accounting; a fault is typed and
+        // scores 0.0 in `scores`, the request still succeeds.
+        let body = json!({"reward": "math", "items": [
+            {"completion": "48 + 24 = 72, so \\boxed{72}", "answer": "72"},
+            {"completion": "The answer is 96.", "reference": "72"},
+            {"completion": "\\boxed{5}", "row": {"answer": "5", "question": "2+3?"}},
+        ]});
+        let (code, out) = http(&addr, "POST", "/v1/rewards", &body.to_string());
+        let v: Value = serde_json::from_slice(&out).expect("JSON");
+        assert_eq!(code, 200, "{v}");
+        assert_eq!(v["scores"], json!([1.0, 0.0, 1.0]), "{v}");
+        assert_eq!(v["results"][0]["fault"], Value::Null, "{v}");
+        assert_eq!(v["results"][0]["attempts"], 1, "{v}");
+        assert!(v["results"][0]["ms"].as_f64().expect("ms") > 0.0, "{v}");
+        let one = json!({"reward": "spin", "items": [{"completion": "x"}]}).to_string();
+        let (code, out) = http(&addr, "POST", "/v1/rewards", &one);
+        let v: Value = serde_json::from_slice(&out).expect("JSON");
+        assert_eq!((code, &v["scores"]), (200, &json!([0.0])), "{v}");
+        assert_eq!(v["results"][0]["score"], Value::Null, "{v}");
+        assert_eq!(v["results"][0]["fault"]["kind"], "timeout", "{v}");
+        assert!(
+            v["results"][0]["fault"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("timed out")),
+            "{v}"
+        );
+        for (body, want, says) in [
+            (
+                json!({"items": [{"completion": "x"}]}),
+                400,
+                "several rewards are registered",
+            ),
+            (
+                json!({"reward": "math", "items": [{"completion": "x", "answer": "1", "reference": "1"}]}),
+                400,
+                "both `answer` and `reference`",
+            ),
+            (
+                json!({"reward": "math", "items": [{"completion": "x", "label": "1"}]}),
+                400,
+                "unknown field `label`",
+            ),
+            (
+                json!({"reward": "nope", "items": []}),
+                404,
+                "no reward named `nope`",
+            ),
+        ] {
+            let (code, out) = http(&addr, "POST", "/v1/rewards", &body.to_string());
+            let text = String::from_utf8_lossy(&out);
+            assert_eq!(code, want, "{body}: {text}");
+            assert!(text.contains(says), "{body}: {text}");
+        }
     });
     child.kill().expect("stop serve");
     child.wait().expect("reaped");

@@ -9,6 +9,10 @@
 //!   `{"query": [...], "prompts": [...], "labels": [...]}` in, `{"rewards": [...], "scores":
 //!   [...], "extra_logs": {...}}` out, each sample scored by a registered reward component in
 //!   its own sandbox (at most [`MAX_REWARD_SAMPLES`] per request).
+//! * `POST /v1/rewards`: `{"reward": NAME, "items": [{"completion", "answer" | "reference",
+//!   "prompt", "row"}, ...]}` in, `{"scores": [...], "results": [{"score", "fault", "ms",
+//!   "attempts", "fuel", "peak_memory_bytes"}, ...]}` out: each item scored in its own sandbox,
+//!   a fault typed (`{"kind": "timeout", "message": ...}`) and scored 0.0 in `scores`.
 //! * `POST /run_code`: SandboxFusion's API for Python (what verl's `reward.sandbox_fusion.url`
 //!   posts): `{"code", "stdin", "run_timeout", "memory_limit_MB", "language": "python", ...}`
 //!   in, `{"status", "run_result": {"status", "return_code", "stdout", "stderr",
@@ -629,6 +633,100 @@ struct RewardRequest {
     labels: Option<Vec<serde_json::Value>>,
 }
 
+/// The reward a request names (`None`: the only one registered), or the answer refusing it;
+/// `how` says how a request names one.
+fn pick_reward(
+    app: &AppState,
+    named: Option<String>,
+    how: &str,
+) -> Result<String, (StatusCode, String)> {
+    let names = app.rollout.runtime.services().reward_names();
+    match named {
+        Some(n) if names.contains(&n) => Ok(n),
+        Some(n) => Err((
+            StatusCode::NOT_FOUND,
+            format!(
+                "no reward named `{n}` is registered (registered: {}; add one with --reward NAME=PATH)",
+                names.join(", ")
+            ),
+        )),
+        None if names.len() == 1 => Ok(names[0].clone()),
+        None => Err((
+            StatusCode::BAD_REQUEST,
+            format!(
+                "several rewards are registered ({}): name one with {how}",
+                names.join(", ")
+            ),
+        )),
+    }
+}
+
+/// `body` parsed as `T` on the blocking pool (one of the parse slots); a parse error is a 400
+/// after `expected`.
+async fn parse_json<T: serde::de::DeserializeOwned + Send + 'static>(
+    app: &AppState,
+    body: axum::body::Bytes,
+    expected: &'static str,
+) -> Result<T, Response> {
+    let Ok(_slot) = app.parse_slots.acquire().await else {
+        return Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting down".into(),
+        ));
+    };
+    match tokio::task::spawn_blocking(move || serde_json::from_slice::<T>(&body)).await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("expected {expected}: {e}"),
+        )),
+        Err(e) => Err(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("parsing the body failed: {e}"),
+        )),
+    }
+}
+
+/// Score every call with the reward `name`, all at once (each in its own sandbox), in order;
+/// counted in the metrics. A call that faults is in its [`Called`]; the whole fails only when
+/// the host does.
+async fn score_all(
+    app: &AppState,
+    name: &str,
+    calls: Vec<rollbox_runtime::RewardCall>,
+) -> Result<Vec<rollbox_runtime::Called<f64>>, Response> {
+    let runtime = app.rollout.runtime.clone();
+    let n = calls.len();
+    let mut set = tokio::task::JoinSet::new();
+    for (i, call) in calls.into_iter().enumerate() {
+        let (runtime, name) = (runtime.clone(), name.to_string());
+        set.spawn(async move { (i, runtime.score(&name, call).await) });
+    }
+    let mut out: Vec<Option<rollbox_runtime::Called<f64>>> = (0..n).map(|_| None).collect();
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok((i, Ok(called))) => out[i] = Some(called),
+            Ok((_, Err(e))) => {
+                return Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")));
+            }
+            Err(e) => {
+                return Err(error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("a reward call failed: {e}"),
+                ));
+            }
+        }
+    }
+    let out: Vec<_> = out.into_iter().flatten().collect();
+    let m = &app.metrics;
+    m.reward_samples.fetch_add(n as u64, Ordering::Relaxed);
+    m.reward_faults.fetch_add(
+        out.iter().filter(|c| c.result.is_err()).count() as u64,
+        Ordering::Relaxed,
+    );
+    Ok(out)
+}
+
 /// `POST /get_reward`: each sample scored by the reward named in `?reward=NAME` (or the only
 /// one registered). The completion is the query after its prompt (OpenRLHF sends the prompt and
 /// response decoded together), the label is the row's `answer` (and `label`). A call that
@@ -643,51 +741,23 @@ async fn get_reward(
         Ok(b) => b,
         Err(r) => return r,
     };
-    let runtime = app.rollout.runtime.clone();
-    let names = runtime.services().reward_names();
-    let name = match reward_param(query.as_deref()) {
-        Ok(Some(n)) if names.contains(&n) => n,
-        Ok(Some(n)) => {
-            return error(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "no reward named `{n}` is registered (registered: {}; add one with --reward NAME=PATH)",
-                    names.join(", ")
-                ),
-            );
-        }
-        Ok(None) if names.len() == 1 => names[0].clone(),
-        Ok(None) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "several rewards are registered ({}): name one with ?reward=NAME",
-                    names.join(", ")
-                ),
-            );
-        }
+    let named = match reward_param(query.as_deref()) {
+        Ok(named) => named,
         Err(m) => return error(StatusCode::BAD_REQUEST, m),
     };
-    let Ok(_slot) = app.parse_slots.acquire().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into());
+    let name = match pick_reward(&app, named, "?reward=NAME") {
+        Ok(n) => n,
+        Err((status, m)) => return error(status, m),
     };
-    let parsed =
-        tokio::task::spawn_blocking(move || serde_json::from_slice::<RewardRequest>(&body)).await;
-    drop(_slot);
-    let request = match parsed {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!(r#"expected {{"query": [...], "prompts": [...], "labels": [...]}}: {e}"#),
-            );
-        }
-        Err(e) => {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("parsing the body failed: {e}"),
-            );
-        }
+    let request: RewardRequest = match parse_json(
+        &app,
+        body,
+        r#"{"query": [...], "prompts": [...], "labels": [...]}"#,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(r) => return r,
     };
     let n = request.query.len();
     let cap = rows_cap(&quota, MAX_REWARD_SAMPLES);
@@ -704,68 +774,173 @@ async fn get_reward(
         if let Some(len) = len.filter(|&l| l != n) {
             return error(
                 StatusCode::BAD_REQUEST,
-                format!("{len} {what} for {n} queries: send one per query"),
+                format!("{len} {what} for {n} queries: give one per query (or none)"),
             );
         }
     }
-    let mut calls = tokio::task::JoinSet::new();
-    for (i, query) in request.query.into_iter().enumerate() {
-        let prompt = request
-            .prompts
-            .as_ref()
-            .map(|p| p[i].clone())
-            .unwrap_or_default();
-        let label = request
-            .labels
-            .as_ref()
-            .map(|l| l[i].clone())
-            .unwrap_or(serde_json::Value::Null);
-        let completion = query
-            .strip_prefix(prompt.as_str())
-            .map(str::to_string)
-            .unwrap_or(query);
-        let call = rollbox_runtime::RewardCall {
-            prompt,
-            completion,
-            prompt_ids: vec![],
-            completion_ids: vec![],
-            data: serde_json::json!({"answer": label, "label": label}),
-        };
-        let (runtime, name) = (runtime.clone(), name.clone());
-        calls.spawn(async move { (i, runtime.score(&name, call).await) });
-    }
-    let mut rewards = vec![0.0; n];
-    let mut faults = vec![0.0; n];
-    let mut millis = vec![0.0; n];
-    while let Some(joined) = calls.join_next().await {
-        let (i, called) = match joined {
-            Ok((i, Ok(called))) => (i, called),
-            Ok((_, Err(e))) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
-            Err(e) => {
-                return error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("a reward call failed: {e}"),
-                );
+    let calls = request
+        .query
+        .into_iter()
+        .enumerate()
+        .map(|(i, query)| {
+            let prompt = request
+                .prompts
+                .as_ref()
+                .map(|p| p[i].clone())
+                .unwrap_or_default();
+            let label = request
+                .labels
+                .as_ref()
+                .map(|l| l[i].clone())
+                .unwrap_or(serde_json::Value::Null);
+            let completion = query
+                .strip_prefix(prompt.as_str())
+                .map(str::to_string)
+                .unwrap_or(query);
+            rollbox_runtime::RewardCall {
+                prompt,
+                completion,
+                prompt_ids: vec![],
+                completion_ids: vec![],
+                data: serde_json::json!({"answer": label, "label": label}),
             }
-        };
-        millis[i] = called.wall.as_secs_f64() * 1e3;
-        match called.result {
-            Ok(v) => rewards[i] = v,
-            Err(_) => faults[i] = 1.0,
-        }
-    }
-    let m = &app.metrics;
-    m.reward_samples.fetch_add(n as u64, Ordering::Relaxed);
-    m.reward_faults.fetch_add(
-        faults.iter().filter(|&&f| f > 0.0).count() as u64,
-        Ordering::Relaxed,
-    );
+        })
+        .collect();
+    let called = match score_all(&app, &name, calls).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let rewards: Vec<f64> = called
+        .iter()
+        .map(|c| *c.result.as_ref().unwrap_or(&0.0))
+        .collect();
+    let faults: Vec<f64> = called
+        .iter()
+        .map(|c| if c.result.is_err() { 1.0 } else { 0.0 })
+        .collect();
+    let millis: Vec<f64> = called.iter().map(|c| c.wall.as_secs_f64() * 1e3).collect();
     axum::Json(serde_json::json!({
         "rewards": rewards,
         "scores": rewards,
         "extra_logs": {"rollbox_fault": faults, "rollbox_reward_ms": millis},
     }))
     .into_response()
+}
+
+/// `POST /v1/rewards`: `{"reward": NAME, "items": [...]}`, each item scored in its own sandbox.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RewardsRequest {
+    /// The registered reward (optional when one is).
+    #[serde(default)]
+    reward: Option<String>,
+    items: Vec<RewardItem>,
+}
+
+/// One completion to score: the reward sees `row` (the dataset row, an object) with `answer`
+/// set to `answer` (or `reference`) when given.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RewardItem {
+    completion: String,
+    #[serde(default)]
+    prompt: String,
+    #[serde(default)]
+    answer: Option<serde_json::Value>,
+    #[serde(default)]
+    reference: Option<serde_json::Value>,
+    #[serde(default)]
+    row: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// `POST /v1/rewards`: every item scored by the named reward at once, answered in order with
+/// `scores` and per item `result`s: the score (0.0 when the call faulted), the typed fault
+/// (`{"kind": "timeout", "message": ..., ...}`, else null) and the call's accounting (wall
+/// time, attempts, fuel, peak memory). Faults never fail the request.
+async fn rewards(
+    State(app): State<Arc<AppState>>,
+    quota: Option<Extension<Quota>>,
+    body: axum::body::Body,
+) -> Response {
+    let body = match read_body(body, MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let request: RewardsRequest = match parse_json(
+        &app,
+        body,
+        r#"{"reward": "NAME", "items": [{"completion": "...", "answer": ...}, ...]}"#,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let name = match pick_reward(&app, request.reward, r#""reward": "NAME""#) {
+        Ok(n) => n,
+        Err((status, m)) => return error(status, m),
+    };
+    let n = request.items.len();
+    let cap = rows_cap(&quota, MAX_REWARD_SAMPLES);
+    if n > cap {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("{n} items; at most {cap} per request"),
+        );
+    }
+    let mut calls = Vec::with_capacity(n);
+    for (i, item) in request.items.into_iter().enumerate() {
+        let mut data = item.row.unwrap_or_default();
+        let answer = match (item.answer, item.reference) {
+            (Some(_), Some(_)) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("items[{i}] has both `answer` and `reference`: give one"),
+                );
+            }
+            (a, r) => a.or(r),
+        };
+        if let Some(answer) = answer {
+            data.insert("answer".into(), answer);
+        }
+        calls.push(rollbox_runtime::RewardCall {
+            prompt: item.prompt,
+            completion: item.completion,
+            prompt_ids: vec![],
+            completion_ids: vec![],
+            data: serde_json::Value::Object(data),
+        });
+    }
+    let called = match score_all(&app, &name, calls).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let scores: Vec<f64> = called
+        .iter()
+        .map(|c| *c.result.as_ref().unwrap_or(&0.0))
+        .collect();
+    let results: Vec<serde_json::Value> = called
+        .iter()
+        .map(|c| {
+            let fault = c.result.as_ref().err().map(|f| {
+                let mut v = serde_json::to_value(f).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("message".into(), f.to_string().into());
+                }
+                v
+            });
+            serde_json::json!({
+                "score": c.result.as_ref().ok(),
+                "fault": fault,
+                "ms": c.wall.as_secs_f64() * 1e3,
+                "attempts": c.attempts,
+                "fuel": c.fuel_consumed,
+                "peak_memory_bytes": c.peak_memory_bytes,
+            })
+        })
+        .collect();
+    axum::Json(serde_json::json!({"reward": name, "scores": scores, "results": results}))
+        .into_response()
 }
 
 /// The `reward=NAME` parameter of a query string, if any; any other parameter, or `reward`
@@ -950,6 +1125,7 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         .route("/v1/episodes", post(episodes))
         .route("/v1/version", post(version))
         .route("/get_reward", post(get_reward))
+        .route("/v1/rewards", post(rewards))
         .route("/run_code", post(run_code))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
