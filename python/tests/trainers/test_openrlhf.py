@@ -70,3 +70,51 @@ def test_64_concurrent_requests_over_two_urls(server):
     outs = asyncio.run(many())
     got = [o[0]["rewards"][0] for o in outs]
     assert got == [1.0 if i % 4 == 2 else 0.0 for i in range(64)]
+
+
+KEY = "team-a-secret-key"
+
+
+@pytest.fixture(scope="module")
+def tenant_server(tmp_path_factory):
+    """`rollbox serve --tenants`: one tenant whose key OpenRLHF carries in the URL."""
+    import hashlib
+
+    tmp = tmp_path_factory.mktemp("tenants")
+    tenants = tmp / "tenants.toml"
+    tenants.write_text(
+        f'[[tenant]]\nname = "team-a"\nkey_sha256 = ["{hashlib.sha256(KEY.encode()).hexdigest()}"]\n'
+    )
+    tenants.chmod(0o600)
+    proc = subprocess.Popen(
+        [str(ROLLBOX), "serve", "--listen", "127.0.0.1:0", "--tenants", str(tenants),
+         "--reward", "math=math", "--engine", "embedded"],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "ROLLBOX_CACHE_DIR": str(tmp / "cache")},
+        text=True,
+    )
+    line = proc.stdout.readline().strip()
+    assert line.startswith("listening on http://"), line
+    yield line.removeprefix("listening on http://")
+    proc.kill()
+    proc.wait()
+
+
+def test_openrlhfs_client_carries_a_tenant_key_in_the_url(tenant_server):
+    """A shared server: OpenRLHF's client, given `http://team-a:KEY@host/...`, is let in (its
+    aiohttp session sends the URL's key as `Authorization: Basic`); without the key, 401."""
+    import requests
+
+    url = f"http://team-a:{KEY}@{tenant_server}/get_reward?reward=math"
+    executor = SingleTurnAgentExecutor(remote_rm_url=url)
+    out = asyncio.run(
+        executor._fetch_rewards_via_http([PROMPT + "so \\boxed{72}"], [PROMPT], ["72"])
+    )
+    assert out[0]["rewards"] == [1.0], out
+    body = {"query": ["x"], "prompts": [""], "labels": ["1"]}
+    bare = requests.post(f"http://{tenant_server}/get_reward?reward=math", json=body, timeout=30)
+    assert bare.status_code == 401, bare.text
+    wrong = requests.post(
+        f"http://team-a:nope@{tenant_server}/get_reward?reward=math", json=body, timeout=30
+    )
+    assert wrong.status_code == 401, wrong.text
