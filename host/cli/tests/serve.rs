@@ -969,3 +969,128 @@ fn serve_drains_on_sigterm() {
         }
     }
 }
+
+/// `--tls-cert`/`--tls-key`: `curl --cacert` with the self-signed certificate gets answers;
+/// curl without it refuses the certificate, and plain HTTP to the port gets no answer.
+#[test]
+fn serve_speaks_tls_with_the_given_certificate() {
+    use std::io::BufRead;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (cert, key) = (tmp.path().join("cert.pem"), tmp.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .args([
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rollbox"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--engine",
+            "embedded",
+            "--tls-cert",
+        ])
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&key)
+        .env("ROLLBOX_CACHE_DIR", tmp.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("listening line");
+    let result = std::panic::catch_unwind(|| {
+        let addr = line
+            .trim()
+            .strip_prefix("listening on https://")
+            .unwrap_or_else(|| panic!("{line:?}"))
+            .to_string();
+        let curl = |extra: &[&str], path: &str| {
+            Command::new("curl")
+                .args(["-sS", "--max-time", "20"])
+                .args(extra)
+                .arg(format!("https://{addr}{path}"))
+                .output()
+                .expect("curl")
+        };
+        let ok = curl(&["--cacert", cert.to_str().expect("path")], "/healthz");
+        assert!(
+            ok.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
+        assert_eq!(ok.stdout, b"ok");
+        let unknown = curl(&[], "/healthz");
+        assert!(
+            !unknown.status.success(),
+            "a certificate curl does not trust"
+        );
+        let plain = raw_exchange(&addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(!plain.contains("200 OK"), "{plain}");
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+
+    // A key that is not the certificate's, and a file with no certificate, are refused at start.
+    let other = tmp.path().join("other.pem");
+    let made = Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-out",
+        ])
+        .arg(&other)
+        .output()
+        .expect("openssl");
+    assert!(made.status.success());
+    for (c, k, says) in [
+        (&cert, &other, "do not go together"),
+        (&key, &key, "no PEM CERTIFICATE"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_rollbox"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--engine",
+                "embedded",
+                "--tls-cert",
+            ])
+            .arg(c)
+            .arg("--tls-key")
+            .arg(k)
+            .output()
+            .expect("serve");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{says}: {err}");
+    }
+}

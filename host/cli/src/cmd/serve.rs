@@ -23,6 +23,9 @@
 //!   sending it requests.
 //! * `GET /metrics`: Prometheus text.
 //!
+//! HTTPS with `--tls-cert` and `--tls-key` (rustls; the handshake must finish within
+//! [`HEADER_READ_TIMEOUT`]).
+//!
 //! Tenants (`--tenants FILE`, [`crate::tenants`]): every request but `GET /healthz` must carry
 //! `Authorization: Bearer KEY` with a tenant's key (401 with nothing run otherwise); each tenant
 //! has its own requests in flight (429 with `Retry-After` past them), body size and rows per
@@ -84,6 +87,12 @@ pub struct ServeArgs {
     /// this long, then cancel the rest (their episodes and engine requests with them) and exit.
     #[arg(long, default_value = "30s", value_parser = rollbox_runtime::parse_duration, value_name = "DURATION")]
     drain_timeout: Duration,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub setup: SetupArgs,
 }
@@ -1089,6 +1098,10 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         Some(path) => Some(Arc::new(Tenants::load(path, SERVER_QUOTA)?)),
         None => None,
     };
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),
+        _ => None,
+    };
     // Before the model and components load: a refused address fails at once.
     let listener = tokio::net::TcpListener::bind(&a.listen)
         .await
@@ -1133,7 +1146,8 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         .layer(axum::middleware::from_fn_with_state(app.clone(), authorize))
         .with_state(app.clone());
     let app_for_drain = app;
-    println!("listening on http://{local}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("listening on {scheme}://{local}");
     use std::io::Write as _;
     std::io::stdout().flush()?;
     let drain = {
@@ -1147,10 +1161,61 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         listener,
         router,
         a.max_connections_per_ip.max(1),
+        tls,
         drain,
         a.drain_timeout,
     )
     .await
+}
+
+/// Largest `--tls-cert` or `--tls-key` file, bytes.
+const MAX_TLS_FILE_BYTES: u64 = 1 << 20;
+
+/// The TLS side of `--tls-cert` and `--tls-key` (rustls with *ring*; TLS 1.2 and 1.3; HTTP/1.1).
+fn tls_acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    use std::io::Read as _;
+    use tokio_rustls::rustls;
+    let read = |path: &std::path::Path, flag: &str| -> anyhow::Result<Vec<u8>> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?;
+        if !file.metadata()?.is_file() {
+            anyhow::bail!("{flag} {} is not a regular file", path.display());
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_TLS_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_TLS_FILE_BYTES {
+            anyhow::bail!(
+                "{flag} {} is over {MAX_TLS_FILE_BYTES} bytes",
+                path.display()
+            );
+        }
+        Ok(bytes)
+    };
+    let certs = CertificateDer::pem_slice_iter(&read(cert, "--tls-cert")?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("--tls-cert {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        anyhow::bail!("--tls-cert {} holds no PEM CERTIFICATE", cert.display());
+    }
+    let private = PrivateKeyDer::from_pem_slice(&read(key, "--tls-key")?).map_err(|e| {
+        anyhow::anyhow!(
+            "--tls-key {}: no PEM private key ({e}); give the key of --tls-cert",
+            key.display()
+        )
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, private)
+        .map_err(|e| anyhow::anyhow!("--tls-cert and --tls-key do not go together: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 /// `GET /readyz`: `ready`, or 503 while draining.
@@ -1176,6 +1241,31 @@ async fn shutdown_signal() {
         }
         _ => std::future::pending().await,
     }
+}
+
+/// Serve one connection's requests until it closes; when `stop` changes (drain), finish the
+/// request in flight and close.
+async fn serve_io<I>(
+    io: I,
+    service: hyper_util::service::TowerToHyperService<Router>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), String>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(io, service);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = stop.changed() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    result.map_err(|e| e.to_string())
 }
 
 /// Read the tenants file again on every SIGHUP (a broken file leaves the tenants as they were).
@@ -1238,6 +1328,7 @@ async fn serve_connections(
     listener: tokio::net::TcpListener,
     router: Router,
     per_ip_cap: usize,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     drain: impl std::future::Future<Output = ()>,
     drain_timeout: Duration,
 ) -> anyhow::Result<()> {
@@ -1279,19 +1370,21 @@ async fn serve_connections(
             continue;
         };
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
-        let mut stop = draining.subscribe();
+        let stop = draining.subscribe();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                _ = stop.changed() => {
-                    // Finish the request in flight, then close (no keep-alive).
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
+            let result = match tls {
+                None => serve_io(hyper_util::rt::TokioIo::new(stream), service, stop).await,
+                // The handshake within the header time: a client that opens a connection
+                // and never finishes it holds its slot no longer than a slow request would.
+                Some(acceptor) => {
+                    match tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            serve_io(hyper_util::rt::TokioIo::new(tls), service, stop).await
+                        }
+                        Ok(Err(e)) => Err(format!("TLS handshake: {e}")),
+                        Err(_) => Err("TLS handshake timed out".into()),
+                    }
                 }
             };
             if let Err(e) = result {
