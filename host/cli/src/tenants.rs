@@ -180,6 +180,127 @@ impl Tenants {
     }
 }
 
+/// Turns between tenants for the sandbox pool: at most `n` calls pass at once, and a place
+/// that frees goes to the next tenant in turn (by name, round robin) with a call waiting, so a
+/// tenant with thousands of calls queued delays another's next call by at most one call per
+/// tenant ahead of it, not by its whole queue.
+pub struct FairGate {
+    state: std::sync::Mutex<GateState>,
+}
+
+struct GateState {
+    free: usize,
+    waiting: std::collections::BTreeMap<
+        String,
+        std::collections::VecDeque<tokio::sync::oneshot::Sender<()>>,
+    >,
+    /// The tenant served last.
+    last: String,
+}
+
+/// A place in the gate, handed on when dropped.
+pub struct GatePass {
+    gate: Arc<FairGate>,
+}
+
+impl FairGate {
+    /// A gate with `n` places (at least one).
+    pub fn new(n: usize) -> Arc<Self> {
+        Arc::new(FairGate {
+            state: std::sync::Mutex::new(GateState {
+                free: n.max(1),
+                waiting: Default::default(),
+                last: String::new(),
+            }),
+        })
+    }
+
+    /// Wait for a place for one call of `tenant`.
+    pub async fn enter(self: &Arc<Self>, tenant: &str) -> GatePass {
+        let turn = {
+            let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if s.free > 0 && s.waiting.is_empty() {
+                s.free -= 1;
+                s.last = tenant.to_string();
+                None
+            } else {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                s.waiting
+                    .entry(tenant.to_string())
+                    .or_default()
+                    .push_back(tx);
+                Some(rx)
+            }
+        };
+        if let Some(rx) = turn {
+            let mut waiter = Waiter {
+                rx: Some(rx),
+                gate: self.clone(),
+            };
+            if let Some(rx) = waiter.rx.as_mut() {
+                let _ = rx.await;
+            }
+            // Handed a place: it is this pass's now.
+            waiter.rx = None;
+        }
+        GatePass { gate: self.clone() }
+    }
+
+    /// Give a freed place to the next tenant in turn with a live waiter, else keep it free.
+    fn hand_on(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let next = s
+                .waiting
+                .range::<String, _>((
+                    std::ops::Bound::Excluded(s.last.clone()),
+                    std::ops::Bound::Unbounded,
+                ))
+                .next()
+                .or_else(|| s.waiting.iter().next())
+                .map(|(name, _)| name.clone());
+            let Some(name) = next else {
+                s.free += 1;
+                return;
+            };
+            let queue = s.waiting.get_mut(&name).expect("listed");
+            let tx = queue.pop_front().expect("non-empty");
+            if queue.is_empty() {
+                s.waiting.remove(&name);
+            }
+            // A waiter whose request was dropped (client gone) is skipped.
+            if tx.send(()).is_ok() {
+                s.last = name;
+                return;
+            }
+        }
+    }
+}
+
+/// A call waiting for its turn; if it is dropped (its request went away) after a place was
+/// handed to it, the place goes on to the next.
+struct Waiter {
+    rx: Option<tokio::sync::oneshot::Receiver<()>>,
+    gate: Arc<FairGate>,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take() {
+            rx.close();
+            if rx.try_recv().is_ok() {
+                self.gate.hand_on();
+            }
+        }
+    }
+}
+
+impl Drop for GatePass {
+    fn drop(&mut self) {
+        self.gate.hand_on();
+    }
+}
+
 /// The key of `Bearer KEY`, or the password of `Basic base64(NAME:KEY)` (what an HTTP client
 /// sends for a URL `http://NAME:KEY@host/...`, so a trainer that only takes a URL can carry a
 /// key); the scheme in any case.
@@ -411,6 +532,45 @@ mod tests {
         assert_eq!(a.usage.throttled.load(Ordering::Relaxed), 1);
         let b = t.authenticate(Some(b"Bearer key-b")).expect("b");
         assert_eq!(b.quota.requests_in_flight, 4, "the default");
+    }
+
+    #[tokio::test]
+    async fn the_gate_takes_tenants_in_turn() {
+        let gate = FairGate::new(1);
+        let held = gate.enter("a").await;
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        // `a` queues five calls, then `b` and `c` one each: they pass a, b, c, a, a, a, a.
+        for name in ["a", "a", "a", "a", "a", "b", "c"] {
+            let (gate, order) = (gate.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                let _pass = gate.enter(name).await;
+                order.lock().expect("order").push(name);
+                tokio::task::yield_now().await;
+            }));
+            tokio::task::yield_now().await;
+        }
+        // A waiter that gives up (its client went away) is skipped, its place not lost.
+        let gone = tokio::spawn({
+            let gate = gate.clone();
+            async move {
+                let _pass = gate.enter("d").await;
+            }
+        });
+        tokio::task::yield_now().await;
+        gone.abort();
+        let _ = gone.await;
+        drop(held);
+        for t in tasks {
+            t.await.expect("task");
+        }
+        assert_eq!(
+            *order.lock().expect("order"),
+            ["b", "c", "a", "a", "a", "a", "a"],
+            "after `a`, the next tenant by name with a call waiting"
+        );
+        // Every place came back.
+        let _one = gate.enter("x").await;
     }
 
     #[test]

@@ -1094,3 +1094,74 @@ fn serve_speaks_tls_with_the_given_certificate() {
         assert!(!out.status.success() && err.contains(says), "{says}: {err}");
     }
 }
+
+/// Noisy neighbour: tenant `b` floods the sandbox with 32 reward calls that spin to their
+/// 300 ms timeout (~5 s of the 2-place pool); tenant `a`'s call, sent after them, is served in
+/// its turn (behind at most one of `b`'s calls per place), not behind `b`'s whole queue, and
+/// neither sees a 5xx.
+#[test]
+fn serve_takes_tenants_in_turn_for_the_sandbox() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("tenants.toml");
+    write_tenants(&file, &["key-a", "key-b"]);
+    let spin = format!("spin={},timeout=300ms,retries=0", c::REWARD_SPIN);
+    let (mut child, addr) = start_serve(
+        &[
+            "--tenants",
+            file.to_str().expect("path"),
+            "--reward",
+            "math=math",
+            "--reward",
+            &spin,
+            "--engine",
+            "embedded",
+        ],
+        tmp.path(),
+    );
+    let result = std::panic::catch_unwind(|| {
+        let (a, b) = ("Authorization: Bearer key-a", "Authorization: Bearer key-b");
+        let one = json!({"reward": "math", "items": [{"completion": "\\boxed{2}", "answer": "2"}]})
+            .to_string();
+        let alone = std::time::Instant::now();
+        let (code, _, out) = http_with(&addr, "POST", "/v1/rewards", &[a], &one);
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&out));
+        let alone = alone.elapsed();
+
+        let flood =
+            json!({"reward": "spin", "items": vec![json!({"completion": "x"}); 32]}).to_string();
+        let flood_start = std::time::Instant::now();
+        let flooder = {
+            let (addr, flood) = (addr.clone(), flood.clone());
+            std::thread::spawn(move || {
+                let (code, _, out) = http_with(&addr, "POST", "/v1/rewards", &[b], &flood);
+                (code, out, flood_start.elapsed())
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let start = std::time::Instant::now();
+        let (code, _, out) = http_with(&addr, "POST", "/v1/rewards", &[a], &one);
+        let waited = start.elapsed();
+        let v: Value = serde_json::from_slice(&out).expect("JSON");
+        assert_eq!((code, &v["scores"]), (200, &json!([1.0])), "{v}");
+        let (code, out, flood_took) = flooder.join().expect("flooder");
+        let v: Value = serde_json::from_slice(&out).expect("JSON");
+        assert_eq!(code, 200, "{v}");
+        assert_eq!(v["results"][31]["fault"]["kind"], "timeout", "{v}");
+        eprintln!(
+            "a alone {alone:?}; a during b's flood {waited:?}; b's 32 spinning calls took {flood_took:?}"
+        );
+        assert!(
+            flood_took > std::time::Duration::from_secs(4),
+            "{flood_took:?}"
+        );
+        assert!(
+            waited < std::time::Duration::from_millis(1500),
+            "a waited {waited:?} behind b's queue"
+        );
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

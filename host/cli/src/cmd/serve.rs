@@ -62,7 +62,7 @@ use rollbox_rollout::dataset::{Dataset, Row};
 use rollbox_rollout::{MAX_BATCH_TENSOR_BYTES, MemorySink, Rollout, RolloutOptions};
 
 use super::rollout::SetupArgs;
-use crate::tenants::{Quota, Tenants};
+use crate::tenants::{FairGate, Quota, Tenants};
 
 /// Flags of `rollbox serve`.
 #[derive(Args, Debug)]
@@ -121,6 +121,20 @@ struct AppState {
     tenants: Option<Arc<Tenants>>,
     /// Set on SIGTERM or SIGINT: `/readyz` answers 503 from then on.
     draining: std::sync::atomic::AtomicBool,
+    /// Turns between tenants for `/get_reward`, `/v1/rewards` and `/run_code` calls, as many
+    /// at once as the sandbox pool runs.
+    gate: Arc<FairGate>,
+}
+
+/// The tenant a request came from (`""` without `--tenants`).
+#[derive(Clone)]
+struct Caller(Arc<str>);
+
+/// The caller's name for the fair gate.
+fn caller_name(caller: &Option<Extension<Caller>>) -> Arc<str> {
+    caller
+        .as_ref()
+        .map_or_else(|| Arc::from(""), |Extension(Caller(name))| name.clone())
 }
 
 /// What the server allows any one request: a tenant's [`Quota`] is at most this.
@@ -194,6 +208,8 @@ async fn authorize(State(app): State<Arc<AppState>>, req: Request, next: Next) -
     let body = axum::body::Body::new(http_body_util::Limited::new(body, quota.body_bytes));
     let mut req = Request::from_parts(parts, body);
     req.extensions_mut().insert(quota);
+    req.extensions_mut()
+        .insert(Caller(Arc::from(tenant.name.as_str())));
     let response = next.run(req).await;
     drop(in_flight);
     tracing::info!(
@@ -481,7 +497,11 @@ struct RunCodeRequest {
 /// an exception, a time limit, a sandbox fault), `run_result.status` `Finished` or
 /// `TimeLimitExceeded`. The request's `run_timeout` and `memory_limit_MB` tighten the limits
 /// the operator registered the tool with; they never loosen them.
-async fn run_code(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Response {
+async fn run_code(
+    State(app): State<Arc<AppState>>,
+    caller: Option<Extension<Caller>>,
+    body: axum::body::Body,
+) -> Response {
     app.metrics
         .run_code_requests
         .fetch_add(1, Ordering::Relaxed);
@@ -556,10 +576,12 @@ async fn run_code(State(app): State<Arc<AppState>>, body: axum::body::Body) -> R
         "stdin": request.stdin.unwrap_or_default(),
         "max_output_chars": RUN_CODE_OUTPUT_CHARS,
     });
-    let called = match runtime
+    let turn = app.gate.enter(&caller_name(&caller)).await;
+    let called = runtime
         .call_registered_tool_within(RUN_CODE_TOOL, args.to_string(), timeout, memory)
-        .await
-    {
+        .await;
+    drop(turn);
+    let called = match called {
         Ok(c) => c,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
     };
@@ -701,6 +723,7 @@ async fn parse_json<T: serde::de::DeserializeOwned + Send + 'static>(
 /// the host does.
 async fn score_all(
     app: &AppState,
+    caller: Arc<str>,
     name: &str,
     calls: Vec<rollbox_runtime::RewardCall>,
 ) -> Result<Vec<rollbox_runtime::Called<f64>>, Response> {
@@ -709,7 +732,11 @@ async fn score_all(
     let mut set = tokio::task::JoinSet::new();
     for (i, call) in calls.into_iter().enumerate() {
         let (runtime, name) = (runtime.clone(), name.to_string());
-        set.spawn(async move { (i, runtime.score(&name, call).await) });
+        let (gate, caller) = (app.gate.clone(), caller.clone());
+        set.spawn(async move {
+            let _turn = gate.enter(&caller).await;
+            (i, runtime.score(&name, call).await)
+        });
     }
     let mut out: Vec<Option<rollbox_runtime::Called<f64>>> = (0..n).map(|_| None).collect();
     while let Some(joined) = set.join_next().await {
@@ -743,6 +770,7 @@ async fn score_all(
 async fn get_reward(
     State(app): State<Arc<AppState>>,
     quota: Option<Extension<Quota>>,
+    caller: Option<Extension<Caller>>,
     RawQuery(query): RawQuery,
     body: axum::body::Body,
 ) -> Response {
@@ -815,7 +843,7 @@ async fn get_reward(
             }
         })
         .collect();
-    let called = match score_all(&app, &name, calls).await {
+    let called = match score_all(&app, caller_name(&caller), &name, calls).await {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -869,6 +897,7 @@ struct RewardItem {
 async fn rewards(
     State(app): State<Arc<AppState>>,
     quota: Option<Extension<Quota>>,
+    caller: Option<Extension<Caller>>,
     body: axum::body::Body,
 ) -> Response {
     let body = match read_body(body, MAX_BODY_BYTES).await {
@@ -920,7 +949,7 @@ async fn rewards(
             data: serde_json::Value::Object(data),
         });
     }
-    let called = match score_all(&app, &name, calls).await {
+    let called = match score_all(&app, caller_name(&caller), &name, calls).await {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -1124,12 +1153,14 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
     });
     crate::alloc::release_setup_memory();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pool = rollout.runtime.services().untrusted_pool_size();
     let app = Arc::new(AppState {
         rollout,
         metrics: Metrics::default(),
         parse_slots: tokio::sync::Semaphore::new(cores.saturating_sub(1).max(1)),
         tenants: tenants.clone(),
         draining: std::sync::atomic::AtomicBool::new(false),
+        gate: FairGate::new(pool),
     });
     if let Some(tenants) = tenants {
         reload_on_sighup(tenants)?;
