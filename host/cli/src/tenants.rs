@@ -180,27 +180,33 @@ impl Tenants {
     }
 }
 
-/// Turns between tenants for the sandbox pool: at most `n` calls pass at once, and a place
-/// that frees goes to the next tenant in turn (by name, round robin) with a call waiting, so a
+/// Turns between tenants for the sandbox pool, shared by time: at most `n` calls pass at
+/// once, and a place that frees goes to the waiting tenant whose calls have used the least
+/// time (ties: the next by name after the last served). A tenant whose calls each run to a
+/// long timeout thus takes no more of the pool's time than one whose calls are quick, and a
 /// tenant with thousands of calls queued delays another's next call by at most one call per
-/// tenant ahead of it, not by its whole queue.
+/// place. A tenant that starts waiting again begins at the least time of those waiting, so
+/// time it left unused is not banked against the others.
 pub struct FairGate {
     state: std::sync::Mutex<GateState>,
 }
 
+type Turn = tokio::sync::oneshot::Sender<()>;
+
 struct GateState {
     free: usize,
-    waiting: std::collections::BTreeMap<
-        String,
-        std::collections::VecDeque<tokio::sync::oneshot::Sender<()>>,
-    >,
+    waiting: std::collections::BTreeMap<Arc<str>, std::collections::VecDeque<Turn>>,
+    /// Time each tenant's calls have held a place.
+    used: HashMap<Arc<str>, std::time::Duration>,
     /// The tenant served last.
-    last: String,
+    last: Arc<str>,
 }
 
-/// A place in the gate, handed on when dropped.
+/// A place in the gate, held by one call of `tenant`; handed on when dropped.
 pub struct GatePass {
     gate: Arc<FairGate>,
+    tenant: Arc<str>,
+    since: std::time::Instant,
 }
 
 impl FairGate {
@@ -210,25 +216,33 @@ impl FairGate {
             state: std::sync::Mutex::new(GateState {
                 free: n.max(1),
                 waiting: Default::default(),
-                last: String::new(),
+                used: HashMap::new(),
+                last: Arc::from(""),
             }),
         })
     }
 
     /// Wait for a place for one call of `tenant`.
-    pub async fn enter(self: &Arc<Self>, tenant: &str) -> GatePass {
+    pub async fn enter(self: &Arc<Self>, tenant: &Arc<str>) -> GatePass {
         let turn = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
             if s.free > 0 && s.waiting.is_empty() {
                 s.free -= 1;
-                s.last = tenant.to_string();
+                s.last = tenant.clone();
                 None
             } else {
+                if !s.waiting.contains_key(tenant) {
+                    let floor = s
+                        .waiting
+                        .keys()
+                        .filter_map(|t| s.used.get(t))
+                        .min()
+                        .copied();
+                    let used = s.used.entry(tenant.clone()).or_default();
+                    *used = (*used).max(floor.unwrap_or_default());
+                }
                 let (tx, rx) = tokio::sync::oneshot::channel();
-                s.waiting
-                    .entry(tenant.to_string())
-                    .or_default()
-                    .push_back(tx);
+                s.waiting.entry(tenant.clone()).or_default().push_back(tx);
                 Some(rx)
             }
         };
@@ -243,34 +257,47 @@ impl FairGate {
             // Handed a place: it is this pass's now.
             waiter.rx = None;
         }
-        GatePass { gate: self.clone() }
+        GatePass {
+            gate: self.clone(),
+            tenant: tenant.clone(),
+            since: std::time::Instant::now(),
+        }
     }
 
-    /// Give a freed place to the next tenant in turn with a live waiter, else keep it free.
+    /// Give a freed place to the waiting tenant that has used the least time, else keep it
+    /// free.
     fn hand_on(&self) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            let next = s
+            let least = s
                 .waiting
-                .range::<String, _>((
-                    std::ops::Bound::Excluded(s.last.clone()),
-                    std::ops::Bound::Unbounded,
-                ))
-                .next()
-                .or_else(|| s.waiting.iter().next())
-                .map(|(name, _)| name.clone());
-            let Some(name) = next else {
+                .keys()
+                .map(|t| s.used.get(t).copied().unwrap_or_default())
+                .min();
+            let Some(least) = least else {
                 s.free += 1;
                 return;
             };
-            let queue = s.waiting.get_mut(&name).expect("listed");
+            let uses_least = |t: &Arc<str>| s.used.get(t).copied().unwrap_or_default() == least;
+            let next = s
+                .waiting
+                .range::<Arc<str>, _>((
+                    std::ops::Bound::Excluded(s.last.clone()),
+                    std::ops::Bound::Unbounded,
+                ))
+                .map(|(t, _)| t)
+                .find(|t| uses_least(t))
+                .or_else(|| s.waiting.keys().find(|t| uses_least(t)))
+                .cloned()
+                .expect("a tenant uses the least");
+            let queue = s.waiting.get_mut(&next).expect("listed");
             let tx = queue.pop_front().expect("non-empty");
             if queue.is_empty() {
-                s.waiting.remove(&name);
+                s.waiting.remove(&next);
             }
             // A waiter whose request was dropped (client gone) is skipped.
             if tx.send(()).is_ok() {
-                s.last = name;
+                s.last = next;
                 return;
             }
         }
@@ -297,6 +324,10 @@ impl Drop for Waiter {
 
 impl Drop for GatePass {
     fn drop(&mut self) {
+        {
+            let mut s = self.gate.state.lock().unwrap_or_else(|p| p.into_inner());
+            *s.used.entry(self.tenant.clone()).or_default() += self.since.elapsed();
+        }
         self.gate.hand_on();
     }
 }
@@ -536,41 +567,77 @@ mod tests {
 
     #[tokio::test]
     async fn the_gate_takes_tenants_in_turn() {
+        let name = |n: &str| -> Arc<str> { Arc::from(n) };
         let gate = FairGate::new(1);
-        let held = gate.enter("a").await;
+        let held = gate.enter(&name("a")).await;
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         // `a` queues five calls, then `b` and `c` one each: they pass a, b, c, a, a, a, a.
-        for name in ["a", "a", "a", "a", "a", "b", "c"] {
-            let (gate, order) = (gate.clone(), order.clone());
+        for n in ["a", "a", "a", "a", "a", "b", "c"] {
+            let (gate, order, n) = (gate.clone(), order.clone(), name(n));
             tasks.push(tokio::spawn(async move {
-                let _pass = gate.enter(name).await;
-                order.lock().expect("order").push(name);
+                let _pass = gate.enter(&n).await;
+                order.lock().expect("order").push(n.to_string());
                 tokio::task::yield_now().await;
             }));
             tokio::task::yield_now().await;
         }
         // A waiter that gives up (its client went away) is skipped, its place not lost.
         let gone = tokio::spawn({
-            let gate = gate.clone();
+            let (gate, d) = (gate.clone(), name("d"));
             async move {
-                let _pass = gate.enter("d").await;
+                let _pass = gate.enter(&d).await;
             }
         });
         tokio::task::yield_now().await;
         gone.abort();
         let _ = gone.await;
+        // `a`'s first call held its place for a while: it has used the most time.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        drop(held);
+        for t in tasks {
+            t.await.expect("task");
+        }
+        let order = order.lock().expect("order").clone();
+        assert_eq!(
+            order[..2],
+            ["b", "c"],
+            "the tenants that used no time first: {order:?}"
+        );
+        assert_eq!(order[2..], ["a", "a", "a", "a", "a"], "{order:?}");
+        // Every place came back.
+        let _one = gate.enter(&name("x")).await;
+    }
+
+    #[tokio::test]
+    async fn the_gate_shares_time_not_calls() {
+        let (slow, quick) = (Arc::<str>::from("slow"), Arc::<str>::from("quick"));
+        let gate = FairGate::new(1);
+        // `slow` has used 50 ms of the place, `quick` nothing: when both wait, every one of
+        // `quick`'s calls goes first.
+        {
+            let _p = gate.enter(&slow).await;
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let held = gate.enter(&slow).await;
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for n in [&slow, &slow, &quick, &quick, &quick] {
+            let (gate, order, n) = (gate.clone(), order.clone(), n.clone());
+            tasks.push(tokio::spawn(async move {
+                let _pass = gate.enter(&n).await;
+                order.lock().expect("order").push(n.to_string());
+            }));
+            tokio::task::yield_now().await;
+        }
         drop(held);
         for t in tasks {
             t.await.expect("task");
         }
         assert_eq!(
             *order.lock().expect("order"),
-            ["b", "c", "a", "a", "a", "a", "a"],
-            "after `a`, the next tenant by name with a call waiting"
+            ["quick", "quick", "quick", "slow", "slow"]
         );
-        // Every place came back.
-        let _one = gate.enter("x").await;
     }
 
     #[test]

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Load on `rollbox serve`'s reward endpoint (`POST /v1/rewards`, the Rust `math` reward):
+requests/s, scored completions/s and request p50/p99 at each number of concurrent keep-alive
+connections and each batch size, then the same with two tenants, one of them hostile (its
+calls spin to their timeout). Python 3.11, stdlib only; the client is threads with one
+connection each, so on a 2-core VM it shares the CPU with the server (said with the figures).
+
+    cargo build --release -p rollbox
+    python3 scripts/serve_load.py [--rollbox target/release/rollbox] [--connections 1,16,128]
+        [--batches 1,64] [--seconds 5]
+
+Prints one line per (connections, batch): requests/s, completions/s, p50 and p99 ms, errors
+(non-200 answers, timeouts, resets).
+"""
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def start(binary, args, env=None):
+    p = subprocess.Popen(
+        [binary, "serve", "--listen", "127.0.0.1:0", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    line = p.stdout.readline().strip()
+    if not line.startswith("listening on http://"):
+        p.kill()
+        sys.exit(f"serve did not start: {line!r}")
+    host, port = line.removeprefix("listening on http://").rsplit(":", 1)
+    return p, host, int(port)
+
+
+def body(batch, reward="math"):
+    items = []
+    for i in range(batch):
+        answer = 40 + i % 60
+        text = f"She sold {answer // 2} and {answer - answer // 2}, so \\boxed{{{answer if i % 3 else answer + 1}}}."
+        items.append({"completion": text, "answer": str(answer)})
+    return json.dumps({"reward": reward, "items": items}).encode()
+
+
+def load(host, port, connections, payload, seconds, headers=None, timeout=60.0):
+    """Each of `connections` threads posts `payload` on its own keep-alive connection for
+    `seconds`; returns the latencies (s) of the answers and the error count."""
+    latencies, errors = [], [0]
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+    hdrs = {"Content-Type": "application/json", **(headers or {})}
+
+    def worker():
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        mine, bad = [], 0
+        while time.monotonic() < stop:
+            t = time.perf_counter()
+            try:
+                conn.request("POST", "/v1/rewards", payload, hdrs)
+                r = conn.getresponse()
+                r.read()
+                if r.status == 200:
+                    mine.append(time.perf_counter() - t)
+                else:
+                    bad += 1
+            except (OSError, http.client.HTTPException):
+                bad += 1
+                conn.close()
+                conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        conn.close()
+        with lock:
+            latencies.extend(mine)
+            errors[0] += bad
+
+    threads = [threading.Thread(target=worker) for _ in range(connections)]
+    start_t = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies, errors[0], time.monotonic() - start_t
+
+
+def report(label, latencies, errors, elapsed, batch):
+    n = len(latencies)
+    if not n:
+        print(f"{label}: no answer, {errors} errors")
+        return
+    lat = sorted(latencies)
+    p50 = statistics.median(lat) * 1e3
+    p99 = lat[min(n - 1, int(n * 0.99))] * 1e3
+    print(f"{label}: {n / elapsed:8.1f} requests/s, {n * batch / elapsed:9.1f} completions/s, "
+          f"p50 {p50:7.2f} ms, p99 {p99:7.2f} ms, {errors} errors")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rollbox", default=os.path.join(ROOT, "target/release/rollbox"))
+    ap.add_argument("--connections", default="1,16,128")
+    ap.add_argument("--batches", default="1,64")
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--spin", default=os.path.join(
+        ROOT, "target/wasm-guests/wasm32-wasip2/guest/reward_spin.wasm"))
+    a = ap.parse_args()
+    conns = [int(c) for c in a.connections.split(",")]
+    batches = [int(b) for b in a.batches.split(",")]
+    cache = tempfile.mkdtemp()
+    env = {**os.environ, "ROLLBOX_CACHE_DIR": cache}
+
+    proc, host, port = start(a.rollbox, ["--reward", "math=math", "--engine", "embedded",
+                                         "--max-connections-per-ip", "1024"], env)
+    try:
+        print(f"one tenant (no --tenants), math reward, {os.cpu_count()} cores shared with the client")
+        for batch in batches:
+            payload = body(batch)
+            load(host, port, 4, payload, 1.0)  # warm: compile cache, instances
+            for c in conns:
+                lat, err, el = load(host, port, c, payload, a.seconds)
+                report(f"connections {c:4d} batch {batch:3d}", lat, err, el, batch)
+    finally:
+        proc.kill()
+        proc.wait()
+
+    if not os.path.exists(a.spin):
+        print(f"two tenants: skipped ({a.spin} is built by `cargo test --workspace`)")
+        return
+    keys = {"good": "good-key", "hostile": "hostile-key"}
+    tenants = os.path.join(cache, "tenants.toml")
+    with open(tenants, "w") as f:
+        for name, key in keys.items():
+            f.write(f'[[tenant]]\nname = "{name}"\nkey_sha256 = ["{hashlib.sha256(key.encode()).hexdigest()}"]\n'
+                    "max_requests_in_flight = 256\n\n")
+    os.chmod(tenants, 0o600)
+    proc, host, port = start(a.rollbox, [
+        "--tenants", tenants, "--reward", "math=math",
+        "--reward", f"spin={a.spin},timeout=300ms,retries=0", "--engine", "embedded",
+        "--max-connections-per-ip", "1024"], env)
+    try:
+        good = {"Authorization": "Bearer good-key"}
+        hostile = {"Authorization": "Bearer hostile-key"}
+        payload = body(64)
+        load(host, port, 4, payload, 1.0, good)
+        lat, err, el = load(host, port, 16, payload, a.seconds, good)
+        report("two tenants, good alone, 16 connections batch 64", lat, err, el, 64)
+        flood = body(64, reward="spin")
+        stop_flood = threading.Event()
+        result = {}
+
+        def flooder():
+            result["flood"] = load(host, port, 16, flood, a.seconds + 2, hostile, timeout=120)
+
+        t = threading.Thread(target=flooder)
+        t.start()
+        time.sleep(1.0)
+        lat, err, el = load(host, port, 16, payload, a.seconds, good)
+        report("two tenants, good beside a hostile flood (16 connections of 64 spinning calls)",
+               lat, err, el, 64)
+        t.join()
+        stop_flood.set()
+        flat, ferr, fel = result["flood"]
+        print(f"  the hostile tenant: {len(flat)} requests answered in {fel:.1f} s, {ferr} errors")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+if __name__ == "__main__":
+    main()
