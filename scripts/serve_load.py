@@ -131,13 +131,22 @@ def main():
     if not os.path.exists(a.spin):
         print(f"two tenants: skipped ({a.spin} is built by `cargo test --workspace`)")
         return
+    for hostile_quota in ("", "max_reward_calls_in_flight = 1\n"):
+        two_tenants(a, env, cache, hostile_quota)
+
+
+def two_tenants(a, env, cache, hostile_quota):
+    """The good tenant's batches of 64 alone, then beside the hostile tenant's flood of
+    spinning calls; the hostile tenant's file entry gets `hostile_quota` too."""
     keys = {"good": "good-key", "hostile": "hostile-key"}
     tenants = os.path.join(cache, "tenants.toml")
     with open(tenants, "w") as f:
         for name, key in keys.items():
             f.write(f'[[tenant]]\nname = "{name}"\nkey_sha256 = ["{hashlib.sha256(key.encode()).hexdigest()}"]\n'
-                    "max_requests_in_flight = 256\n\n")
+                    "max_requests_in_flight = 256\n" + (hostile_quota if name == "hostile" else "") + "\n")
     os.chmod(tenants, 0o600)
+    label = f"hostile tenant with {hostile_quota.strip()}" if hostile_quota else "no quota but the turns"
+    print(f"two tenants ({label})")
     proc, host, port = start(a.rollbox, [
         "--tenants", tenants, "--reward", "math=math",
         "--reward", f"spin={a.spin},timeout=300ms,retries=0", "--engine", "embedded",
@@ -150,7 +159,7 @@ def main():
         payload = body(64)
         load(host, port, 4, payload, 1.0, good)
         lat, err, el = load(host, port, 16, payload, a.seconds, good)
-        report("two tenants, good alone, 16 connections batch 64", lat, err, el, 64)
+        report("  good alone, 16 connections batch 64", lat, err, el, 64)
         flood = body(64, reward="spin")
 
         def flooder():
@@ -160,7 +169,7 @@ def main():
         t.start()
         time.sleep(1.0)
         lat, err, el = load(host, port, 16, payload, a.seconds, good)
-        report("two tenants, good beside a hostile flood (16 connections of 64 spinning calls)",
+        report("  good beside a hostile flood (16 connections of 64 spinning calls)",
                lat, err, el, 64)
     finally:
         # The hostile requests still queued would take minutes: stop the server under them.

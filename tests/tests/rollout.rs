@@ -11,7 +11,7 @@ use rollbox_engines::InferenceBackend;
 use rollbox_rollout::dataset::Dataset;
 use rollbox_rollout::group::{Filter, Normalization};
 use rollbox_rollout::output::OutputDir;
-use rollbox_rollout::{Rollout, RolloutOptions, Stats};
+use rollbox_rollout::{Rollout, RolloutOptions, SharedEpisodes, Stats};
 use rollbox_tensor::{Device, TensorData, read_safetensors};
 use rollbox_tests::components as c;
 use serde_json::{Value, json};
@@ -113,6 +113,47 @@ async fn groups_batches_and_the_concurrency_limit() {
     )
     .expect("JSON");
     assert_eq!(stats["trajectories"], 30);
+}
+
+/// Runs that share [`SharedEpisodes`] (a tenant's requests to `rollbox serve`) hold no more
+/// episodes in flight together than its slots, whatever each run's own `max_concurrent`, and
+/// add their episodes' time to it.
+#[tokio::test]
+async fn runs_sharing_episodes_stay_within_the_shared_slots() {
+    let (t1, t2) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let rows: String = (0..6)
+        .map(|i| json!({"rewards": [i, 1]}).to_string() + "\n")
+        .collect();
+    let gauge = Arc::new(rollbox_tests::fixed_backend(Duration::from_millis(20)));
+    let shared = SharedEpisodes {
+        in_flight: Arc::new(tokio::sync::Semaphore::new(2)),
+        sandbox_us: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+    };
+    let options = RolloutOptions {
+        n_samples: 2,
+        max_concurrent: 8,
+        shared: Some(shared.clone()),
+        ..RolloutOptions::default()
+    };
+    let (a, b) = tokio::join!(
+        roll(&rows, options.clone(), t1.path(), gauge.clone()),
+        roll(&rows, options, t2.path(), gauge.clone()),
+    );
+    assert_eq!(a.episodes.get("accepted"), Some(&12));
+    assert_eq!(b.episodes.get("accepted"), Some(&12));
+    let max = gauge.max_in_flight();
+    assert_eq!(max, 2, "two runs of 8 each, sharing 2 slots");
+    // 24 episodes, each waiting 20 ms for its generation.
+    let us = shared.sandbox_us.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(us >= 24 * 20_000, "{us} us");
+    assert_eq!(
+        shared.in_flight.available_permits(),
+        2,
+        "every slot came back"
+    );
 }
 
 #[tokio::test]

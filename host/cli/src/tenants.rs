@@ -1,30 +1,44 @@
 //! Tenants of a shared `rollbox serve` (`--tenants FILE`): who may call the server, with which
-//! API keys, and how much of it each may take at once.
+//! API keys, which of its components, and how much of it each may take.
 //!
 //! ```toml
 //! [[tenant]]
 //! name = "team-a"
 //! # SHA-256 of each API key, in hex: printf %s "$KEY" | sha256sum
 //! key_sha256 = ["4c2b...e1"]
-//! max_requests_in_flight = 8      # more get 429 with Retry-After
-//! max_body_bytes = 16777216       # at most the server's cap
-//! max_rows_per_request = 1024     # rows of /v1/episodes, samples of /get_reward
+//! rewards = ["math"]               # registered rewards it may call (default: all)
+//! tools = ["python"]               # registered tools (default: all); /run_code needs `python`
+//! timeout = "30s"                  # each episode and call, at most (never past the server's)
+//! max_memory = "1GiB"              # each episode's and call's memory, at most
+//! max_requests_in_flight = 8       # more get 429 with Retry-After
+//! max_episodes_in_flight = 64      # over all its /v1/episodes requests; more wait
+//! max_reward_calls_in_flight = 16  # reward and /run_code calls; more wait
+//! sandbox_seconds_per_minute = 120 # time its sandboxes run; past it, 429 with Retry-After
+//! max_body_bytes = 16777216        # at most the server's cap
+//! max_rows_per_request = 1024      # rows of /v1/episodes, samples of /get_reward
 //! ```
 //!
 //! The file holds hashes, never keys: whoever reads it cannot call the server. It must be a
 //! regular file owned by the user running the server (or root) and writable by nobody else,
 //! checked on the opened file (links are followed: Kubernetes mounts secrets as links).
 //! A request's `Authorization: Bearer KEY` (or `Basic` with the key as the password: a URL
-//! `http://team-a:KEY@host/get_reward` for trainers that only take a URL) is hashed and compared with every key of every
-//! tenant, each comparison over all 32 bytes, so the time taken does not depend on how much
-//! of a hash matched nor on which tenant's key it is. `SIGHUP` reads the file again: a key
-//! left out of it is refused from then on, and counters and requests in flight carry over by
-//! tenant name.
+//! `http://team-a:KEY@host/get_reward` for trainers that only take a URL) is hashed and
+//! compared with every key of every tenant, each comparison over all 32 bytes, so the time
+//! taken does not depend on how much of a hash matched nor on which tenant's key it is.
+//! `SIGHUP` reads the file again: a key left out of it is refused from then on, and counters,
+//! requests in flight and time used carry over by tenant name.
+//!
+//! A tenant's sandbox time is the wall time of its reward and tool calls and of its episodes
+//! (each runs on one thread, so this bounds the CPU its guests take; an episode's time also
+//! holds its waits for the engine). It refills at `sandbox_seconds_per_minute / 60` per second
+//! up to a minute's worth; a request is admitted while some is left, and the calls of an
+//! admitted request all run (one request can overdraw by at most its own calls' time).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
@@ -39,7 +53,14 @@ pub const MAX_FILE_BYTES: u64 = 1 << 20;
 struct TenantEntry {
     name: String,
     key_sha256: Vec<String>,
+    rewards: Option<Vec<String>>,
+    tools: Option<Vec<String>>,
+    timeout: Option<String>,
+    max_memory: Option<String>,
     max_requests_in_flight: Option<usize>,
+    max_episodes_in_flight: Option<usize>,
+    max_reward_calls_in_flight: Option<usize>,
+    sandbox_seconds_per_minute: Option<u64>,
     max_body_bytes: Option<usize>,
     max_rows_per_request: Option<usize>,
 }
@@ -56,13 +77,19 @@ struct TenantsFile {
 pub struct Quota {
     /// Requests in flight; more are answered 429.
     pub requests_in_flight: usize,
+    /// Episodes in flight over all the tenant's `/v1/episodes` requests; more wait.
+    pub episodes_in_flight: usize,
+    /// Reward and `/run_code` calls in flight over all its requests; more wait.
+    pub reward_calls_in_flight: usize,
+    /// Sandbox time a minute, seconds (`None`: the tenant's calls are not metered).
+    pub sandbox_seconds_per_minute: Option<u64>,
     /// Request body, bytes.
     pub body_bytes: usize,
     /// Rows of a `/v1/episodes` request, samples of a `/get_reward` one.
     pub rows_per_request: usize,
 }
 
-/// A tenant's counters and requests in flight, kept across reloads of the file.
+/// A tenant's counters, requests in flight and time used, kept across reloads of the file.
 #[derive(Debug, Default)]
 pub struct Usage {
     in_flight: AtomicUsize,
@@ -70,13 +97,40 @@ pub struct Usage {
     pub requests: AtomicU64,
     /// Requests answered 429 (at the in-flight quota).
     pub throttled: AtomicU64,
+    /// Requests answered 429 for want of sandbox time.
+    pub out_of_time: AtomicU64,
+    /// Microseconds the tenant's sandboxes have run (reward, tool and episode calls).
+    pub sandbox_us: Arc<AtomicU64>,
+    /// Microseconds its reward and tool calls waited for a place in the sandbox pool.
+    pub queue_wait_us: AtomicU64,
+    /// Its sandbox time left (`None` until first asked).
+    bucket: Mutex<Option<Bucket>>,
+    /// Its episodes' slots, with the quota they were made for.
+    episodes: Mutex<Option<(usize, Arc<tokio::sync::Semaphore>)>>,
 }
 
-/// A tenant: its name, keys (hashed) and quota.
+/// Sandbox time left, as of `at`.
+#[derive(Debug)]
+struct Bucket {
+    left_us: f64,
+    at: Instant,
+    /// `Usage::sandbox_us` already taken off.
+    seen_us: u64,
+}
+
+/// A tenant: its name, keys (hashed), the components it may use and its quota.
 #[derive(Debug)]
 pub struct Tenant {
     pub name: String,
     keys: Vec<[u8; 32]>,
+    /// Registered rewards it may call (`None`: all).
+    pub rewards: Option<Vec<String>>,
+    /// Registered tools it may call (`None`: all).
+    pub tools: Option<Vec<String>>,
+    /// Each of its episodes' and calls' time limit, at most (`None`: as the server registered).
+    pub timeout: Option<Duration>,
+    /// Each of its episodes' and calls' memory, at most, bytes (`None`: as registered).
+    pub max_memory_bytes: Option<u64>,
     pub quota: Quota,
     pub usage: Arc<Usage>,
 }
@@ -119,23 +173,95 @@ impl Tenant {
     pub fn in_flight(&self) -> usize {
         self.usage.in_flight.load(Ordering::Acquire)
     }
+
+    /// `None` while the tenant has sandbox time left (or is not metered); else how long until
+    /// it has some again. Counts a refusal.
+    pub fn out_of_time(&self) -> Option<Duration> {
+        let per_minute = self.quota.sandbox_seconds_per_minute?;
+        let full = per_minute as f64 * 1e6;
+        let per_second = full / 60.0;
+        let now = Instant::now();
+        let used = self.usage.sandbox_us.load(Ordering::Acquire);
+        let mut bucket = self.usage.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let b = bucket.get_or_insert(Bucket {
+            left_us: full,
+            at: now,
+            seen_us: used,
+        });
+        let refilled = b.left_us + per_second * now.duration_since(b.at).as_secs_f64();
+        b.left_us = refilled.min(full) - used.saturating_sub(b.seen_us) as f64;
+        b.at = now;
+        b.seen_us = used;
+        if b.left_us > 0.0 {
+            return None;
+        }
+        self.usage.out_of_time.fetch_add(1, Ordering::Relaxed);
+        Some(Duration::from_secs_f64(-b.left_us / per_second).max(Duration::from_secs(1)))
+    }
+
+    /// Whether the tenant may call the registered reward `name`.
+    pub fn may_reward(&self, name: &str) -> bool {
+        self.rewards
+            .as_ref()
+            .is_none_or(|r| r.iter().any(|n| n == name))
+    }
+
+    /// Whether the tenant may call the registered tool `name`.
+    pub fn may_tool(&self, name: &str) -> bool {
+        self.tools
+            .as_ref()
+            .is_none_or(|t| t.iter().any(|n| n == name))
+    }
+
+    /// What the tenant's episodes draw on together: its episodes in flight and its sandbox
+    /// time.
+    pub fn shared_episodes(&self) -> rollbox_rollout::SharedEpisodes {
+        let n = self.quota.episodes_in_flight;
+        let mut slots = self
+            .usage
+            .episodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let in_flight = match &*slots {
+            Some((cap, s)) if *cap == n => s.clone(),
+            // A new quota (a reload) gets new slots; requests already running keep theirs.
+            _ => {
+                let s = Arc::new(tokio::sync::Semaphore::new(n));
+                *slots = Some((n, s.clone()));
+                s
+            }
+        };
+        rollbox_rollout::SharedEpisodes {
+            in_flight,
+            sandbox_us: self.usage.sandbox_us.clone(),
+        }
+    }
+
+    /// Count `d` of sandbox time against the tenant.
+    pub fn charge(&self, d: Duration) {
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.usage.sandbox_us.fetch_add(us, Ordering::AcqRel);
+    }
 }
 
 /// The tenants of a server, from `--tenants FILE`; [`Tenants::reload`] reads the file again.
 pub struct Tenants {
     path: PathBuf,
     server: Quota,
+    registered: Registered,
     current: RwLock<Arc<Vec<Arc<Tenant>>>>,
 }
 
 impl Tenants {
     /// Read and check `path`; `server` caps every tenant's quota (and is the default of what
-    /// a tenant leaves out, but for requests in flight: 4).
-    pub fn load(path: &Path, server: Quota) -> anyhow::Result<Self> {
-        let tenants = read(path, server, &HashMap::new())?;
+    /// a tenant leaves out, but for requests in flight: 4); a tenant's `rewards` and `tools`
+    /// must be among `registered`.
+    pub fn load(path: &Path, server: Quota, registered: Registered) -> anyhow::Result<Self> {
+        let tenants = read(path, server, &registered, &HashMap::new())?;
         Ok(Tenants {
             path: path.to_path_buf(),
             server,
+            registered,
             current: RwLock::new(Arc::new(tenants)),
         })
     }
@@ -148,7 +274,7 @@ impl Tenants {
             .iter()
             .map(|t| (t.name.clone(), t.usage.clone()))
             .collect();
-        let tenants = read(&self.path, self.server, &usage)?;
+        let tenants = read(&self.path, self.server, &self.registered, &usage)?;
         let n = tenants.len();
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(tenants);
         Ok(n)
@@ -186,9 +312,10 @@ impl Tenants {
 /// long timeout thus takes no more of the pool's time than one whose calls are quick, and a
 /// tenant with thousands of calls queued delays another's next call by at most one call per
 /// place. A tenant that starts waiting again begins at the least time of those waiting, so
-/// time it left unused is not banked against the others.
+/// time it left unused is not banked against the others. A tenant holding as many places as
+/// its cap (`max_reward_calls_in_flight`) is passed over until one of its calls ends.
 pub struct FairGate {
-    state: std::sync::Mutex<GateState>,
+    state: Mutex<GateState>,
 }
 
 type Turn = tokio::sync::oneshot::Sender<()>;
@@ -197,38 +324,64 @@ struct GateState {
     free: usize,
     waiting: std::collections::BTreeMap<Arc<str>, std::collections::VecDeque<Turn>>,
     /// Time each tenant's calls have held a place.
-    used: HashMap<Arc<str>, std::time::Duration>,
+    used: HashMap<Arc<str>, Duration>,
+    /// Places each tenant holds now, and the most it may hold.
+    holding: HashMap<Arc<str>, (usize, usize)>,
     /// The tenant served last.
     last: Arc<str>,
+}
+
+impl GateState {
+    /// Whether `tenant` may take another place (it holds fewer than its cap).
+    fn under_cap(&self, tenant: &Arc<str>) -> bool {
+        self.holding.get(tenant).is_none_or(|&(n, cap)| n < cap)
+    }
+
+    fn take(&mut self, tenant: &Arc<str>) {
+        self.holding
+            .entry(tenant.clone())
+            .or_insert((0, usize::MAX))
+            .0 += 1;
+        self.last = tenant.clone();
+    }
+
+    fn give_back(&mut self, tenant: &Arc<str>) {
+        if let Some(h) = self.holding.get_mut(tenant) {
+            h.0 = h.0.saturating_sub(1);
+        }
+    }
 }
 
 /// A place in the gate, held by one call of `tenant`; handed on when dropped.
 pub struct GatePass {
     gate: Arc<FairGate>,
     tenant: Arc<str>,
-    since: std::time::Instant,
+    since: Instant,
 }
 
 impl FairGate {
     /// A gate with `n` places (at least one).
     pub fn new(n: usize) -> Arc<Self> {
         Arc::new(FairGate {
-            state: std::sync::Mutex::new(GateState {
+            state: Mutex::new(GateState {
                 free: n.max(1),
                 waiting: Default::default(),
                 used: HashMap::new(),
+                holding: HashMap::new(),
                 last: Arc::from(""),
             }),
         })
     }
 
-    /// Wait for a place for one call of `tenant`.
-    pub async fn enter(self: &Arc<Self>, tenant: &Arc<str>) -> GatePass {
+    /// Wait for a place for one call of `tenant`, which may hold at most `cap` at once.
+    pub async fn enter(self: &Arc<Self>, tenant: &Arc<str>, cap: usize) -> GatePass {
         let turn = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            if s.free > 0 && s.waiting.is_empty() {
+            s.holding.entry(tenant.clone()).or_insert((0, cap)).1 = cap.max(1);
+            let others_first = s.waiting.keys().any(|t| s.under_cap(t));
+            if s.free > 0 && !others_first && s.under_cap(tenant) {
                 s.free -= 1;
-                s.last = tenant.clone();
+                s.take(tenant);
                 None
             } else {
                 if !s.waiting.contains_key(tenant) {
@@ -250,6 +403,7 @@ impl FairGate {
             let mut waiter = Waiter {
                 rx: Some(rx),
                 gate: self.clone(),
+                tenant: tenant.clone(),
             };
             if let Some(rx) = waiter.rx.as_mut() {
                 let _ = rx.await;
@@ -260,25 +414,27 @@ impl FairGate {
         GatePass {
             gate: self.clone(),
             tenant: tenant.clone(),
-            since: std::time::Instant::now(),
+            since: Instant::now(),
         }
     }
 
-    /// Give a freed place to the waiting tenant that has used the least time, else keep it
-    /// free.
+    /// Give free places to the waiting tenants under their caps, the one that has used the
+    /// least time first; keep the rest free.
     fn hand_on(&self) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
+        while s.free > 0 {
             let least = s
                 .waiting
                 .keys()
+                .filter(|t| s.under_cap(t))
                 .map(|t| s.used.get(t).copied().unwrap_or_default())
                 .min();
             let Some(least) = least else {
-                s.free += 1;
                 return;
             };
-            let uses_least = |t: &Arc<str>| s.used.get(t).copied().unwrap_or_default() == least;
+            let next_up = |t: &Arc<str>| {
+                s.under_cap(t) && s.used.get(t).copied().unwrap_or_default() == least
+            };
             let next = s
                 .waiting
                 .range::<Arc<str>, _>((
@@ -286,8 +442,8 @@ impl FairGate {
                     std::ops::Bound::Unbounded,
                 ))
                 .map(|(t, _)| t)
-                .find(|t| uses_least(t))
-                .or_else(|| s.waiting.keys().find(|t| uses_least(t)))
+                .find(|t| next_up(t))
+                .or_else(|| s.waiting.keys().find(|t| next_up(t)))
                 .cloned()
                 .expect("a tenant uses the least");
             let queue = s.waiting.get_mut(&next).expect("listed");
@@ -297,10 +453,23 @@ impl FairGate {
             }
             // A waiter whose request was dropped (client gone) is skipped.
             if tx.send(()).is_ok() {
-                s.last = next;
-                return;
+                s.free -= 1;
+                s.take(&next);
             }
         }
+    }
+
+    /// Return a place `tenant` held and hand it on.
+    fn release(&self, tenant: &Arc<str>, held: Option<Duration>) {
+        {
+            let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(d) = held {
+                *s.used.entry(tenant.clone()).or_default() += d;
+            }
+            s.give_back(tenant);
+            s.free += 1;
+        }
+        self.hand_on();
     }
 }
 
@@ -309,6 +478,7 @@ impl FairGate {
 struct Waiter {
     rx: Option<tokio::sync::oneshot::Receiver<()>>,
     gate: Arc<FairGate>,
+    tenant: Arc<str>,
 }
 
 impl Drop for Waiter {
@@ -316,7 +486,7 @@ impl Drop for Waiter {
         if let Some(mut rx) = self.rx.take() {
             rx.close();
             if rx.try_recv().is_ok() {
-                self.gate.hand_on();
+                self.gate.release(&self.tenant, None);
             }
         }
     }
@@ -324,11 +494,7 @@ impl Drop for Waiter {
 
 impl Drop for GatePass {
     fn drop(&mut self) {
-        {
-            let mut s = self.gate.state.lock().unwrap_or_else(|p| p.into_inner());
-            *s.used.entry(self.tenant.clone()).or_default() += self.since.elapsed();
-        }
-        self.gate.hand_on();
+        self.gate.release(&self.tenant, Some(self.since.elapsed()));
     }
 }
 
@@ -363,9 +529,20 @@ fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
+/// Largest `sandbox_seconds_per_minute`: a day of sandbox time a minute (1,440 cores).
+pub const MAX_SANDBOX_SECONDS_PER_MINUTE: usize = 86_400;
+
+/// The components a server registers, which a tenant's `rewards` and `tools` may name.
+#[derive(Debug, Clone, Default)]
+pub struct Registered {
+    pub rewards: Vec<String>,
+    pub tools: Vec<String>,
+}
+
 fn read(
     path: &Path,
     server: Quota,
+    registered: &Registered,
     usage: &HashMap<String, Arc<Usage>>,
 ) -> anyhow::Result<Vec<Arc<Tenant>>> {
     let text = read_trusted(path)?;
@@ -421,6 +598,27 @@ fn read(
                 4.min(server.requests_in_flight),
                 server.requests_in_flight,
             )?,
+            episodes_in_flight: capped(
+                "max_episodes_in_flight",
+                t.max_episodes_in_flight,
+                server.episodes_in_flight,
+                server.episodes_in_flight,
+            )?,
+            reward_calls_in_flight: capped(
+                "max_reward_calls_in_flight",
+                t.max_reward_calls_in_flight,
+                server.reward_calls_in_flight,
+                server.reward_calls_in_flight,
+            )?,
+            sandbox_seconds_per_minute: match t.sandbox_seconds_per_minute {
+                None => None,
+                Some(v) => Some(capped(
+                    "sandbox_seconds_per_minute",
+                    usize::try_from(v).ok(),
+                    0,
+                    MAX_SANDBOX_SECONDS_PER_MINUTE,
+                )? as u64),
+            },
             body_bytes: capped(
                 "max_body_bytes",
                 t.max_body_bytes,
@@ -434,10 +632,50 @@ fn read(
                 server.rows_per_request,
             )?,
         };
+        for (what_list, list, known) in [
+            ("rewards", &t.rewards, &registered.rewards),
+            ("tools", &t.tools, &registered.tools),
+        ] {
+            for n in list.iter().flatten() {
+                if !known.contains(n) {
+                    bail!(
+                        "{what}: tenant {name:?} lists {what_list} entry {n:?}, which this server does not register (it registers: {}); register it with --{} {n}=... or take it out",
+                        if known.is_empty() {
+                            "none".into()
+                        } else {
+                            known.join(", ")
+                        },
+                        &what_list[..what_list.len() - 1]
+                    );
+                }
+            }
+        }
+        let timeout = t
+            .timeout
+            .as_deref()
+            .map(rollbox_runtime::parse_duration)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("{what}: tenant {name:?} timeout: {e}"))?;
+        let max_memory_bytes = t
+            .max_memory
+            .as_deref()
+            .map(rollbox_runtime::parse_size)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("{what}: tenant {name:?} max_memory: {e}"))?
+            .map(|b| b as u64);
+        if timeout.is_some_and(|t| t.is_zero()) || max_memory_bytes == Some(0) {
+            bail!(
+                "{what}: tenant {name:?} has a zero timeout or max_memory: give a positive one (or leave it out)"
+            );
+        }
         let usage = usage.get(&name).cloned().unwrap_or_default();
         tenants.push(Arc::new(Tenant {
             name,
             keys,
+            rewards: t.rewards,
+            tools: t.tools,
+            timeout,
+            max_memory_bytes,
             quota,
             usage,
         }));
@@ -503,6 +741,9 @@ mod tests {
 
     const SERVER: Quota = Quota {
         requests_in_flight: 64,
+        episodes_in_flight: 256,
+        reward_calls_in_flight: 64,
+        sandbox_seconds_per_minute: None,
         body_bytes: 1 << 20,
         rows_per_request: 100,
     };
@@ -534,7 +775,7 @@ mod tests {
                 sha("key-b")
             ),
         );
-        let t = Tenants::load(&path, SERVER).expect("load");
+        let t = Tenants::load(&path, SERVER, Registered::default()).expect("load");
         let name = |h: &str| t.authenticate(Some(h.as_bytes())).map(|t| t.name.clone());
         assert_eq!(name("Bearer key-a").as_deref(), Some("a"));
         assert_eq!(name("bearer   key-a2 ").as_deref(), Some("a"));
@@ -569,14 +810,14 @@ mod tests {
     async fn the_gate_takes_tenants_in_turn() {
         let name = |n: &str| -> Arc<str> { Arc::from(n) };
         let gate = FairGate::new(1);
-        let held = gate.enter(&name("a")).await;
+        let held = gate.enter(&name("a"), usize::MAX).await;
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         // `a` queues five calls, then `b` and `c` one each: they pass a, b, c, a, a, a, a.
         for n in ["a", "a", "a", "a", "a", "b", "c"] {
             let (gate, order, n) = (gate.clone(), order.clone(), name(n));
             tasks.push(tokio::spawn(async move {
-                let _pass = gate.enter(&n).await;
+                let _pass = gate.enter(&n, usize::MAX).await;
                 order.lock().expect("order").push(n.to_string());
                 tokio::task::yield_now().await;
             }));
@@ -586,7 +827,7 @@ mod tests {
         let gone = tokio::spawn({
             let (gate, d) = (gate.clone(), name("d"));
             async move {
-                let _pass = gate.enter(&d).await;
+                let _pass = gate.enter(&d, usize::MAX).await;
             }
         });
         tokio::task::yield_now().await;
@@ -606,7 +847,7 @@ mod tests {
         );
         assert_eq!(order[2..], ["a", "a", "a", "a", "a"], "{order:?}");
         // Every place came back.
-        let _one = gate.enter(&name("x")).await;
+        let _one = gate.enter(&name("x"), usize::MAX).await;
     }
 
     #[tokio::test]
@@ -616,16 +857,16 @@ mod tests {
         // `slow` has used 50 ms of the place, `quick` nothing: when both wait, every one of
         // `quick`'s calls goes first.
         {
-            let _p = gate.enter(&slow).await;
+            let _p = gate.enter(&slow, usize::MAX).await;
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        let held = gate.enter(&slow).await;
+        let held = gate.enter(&slow, usize::MAX).await;
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for n in [&slow, &slow, &quick, &quick, &quick] {
             let (gate, order, n) = (gate.clone(), order.clone(), n.clone());
             tasks.push(tokio::spawn(async move {
-                let _pass = gate.enter(&n).await;
+                let _pass = gate.enter(&n, usize::MAX).await;
                 order.lock().expect("order").push(n.to_string());
             }));
             tokio::task::yield_now().await;
@@ -640,6 +881,81 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn the_gate_holds_a_tenant_to_its_cap() {
+        let (a, b) = (Arc::<str>::from("a"), Arc::<str>::from("b"));
+        let gate = FairGate::new(4);
+        let first = gate.enter(&a, 1).await;
+        // Places are free, but `a` holds its one: its next call waits, `b`'s pass at once.
+        let second = tokio::spawn({
+            let (gate, a) = (gate.clone(), a.clone());
+            async move { gate.enter(&a, 1).await }
+        });
+        tokio::task::yield_now().await;
+        let b1 = gate.enter(&b, 8).await;
+        let b2 = gate.enter(&b, 8).await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!second.is_finished(), "a is at its cap of one");
+        drop(first);
+        let second = tokio::time::timeout(std::time::Duration::from_secs(5), second)
+            .await
+            .expect("a's next call passes once its first ends")
+            .expect("task");
+        drop((second, b1, b2));
+        // Every place came back: four calls of a tenant with no cap pass at once.
+        let all: Vec<_> = futures_all(&gate, &b, 4).await;
+        assert_eq!(all.len(), 4);
+    }
+
+    async fn futures_all(gate: &Arc<FairGate>, t: &Arc<str>, n: usize) -> Vec<GatePass> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(
+                tokio::time::timeout(std::time::Duration::from_secs(5), gate.enter(t, usize::MAX))
+                    .await
+                    .expect("a free place"),
+            );
+        }
+        out
+    }
+
+    #[test]
+    fn sandbox_time_runs_out_and_refills() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = write(
+            dir.path(),
+            &format!(
+                "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\"]\nsandbox_seconds_per_minute = 60\n",
+                sha("k")
+            ),
+        );
+        let t = Tenants::load(&path, SERVER, Registered::default()).expect("load");
+        let a = t.authenticate(Some(b"Bearer k")).expect("a");
+        assert_eq!(a.out_of_time(), None, "a full minute's worth to start");
+        // 90 s of sandbox time (one request's calls can overdraw): 30 s owed at 1 s a second.
+        a.charge(Duration::from_secs(90));
+        let wait = a.out_of_time().expect("out of time");
+        assert!(
+            wait > Duration::from_secs(29) && wait <= Duration::from_secs(30),
+            "{wait:?}"
+        );
+        assert_eq!(a.usage.out_of_time.load(Ordering::Relaxed), 1);
+        // Time a tenant without the quota uses is counted, never refused.
+        let path = write(
+            dir.path(),
+            &format!(
+                "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\"]\n",
+                sha("k")
+            ),
+        );
+        t.reload().expect("reload");
+        let a = t.authenticate(Some(b"Bearer k")).expect("a");
+        a.charge(Duration::from_secs(1000));
+        assert_eq!(a.out_of_time(), None);
+        assert_eq!(a.usage.sandbox_us.load(Ordering::Relaxed), 1_090_000_000);
+        let _ = path;
+    }
+
     #[test]
     fn reload_revokes_keys_and_keeps_usage() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -649,7 +965,7 @@ mod tests {
             sha("new")
         );
         let path = write(dir.path(), &two);
-        let t = Tenants::load(&path, SERVER).expect("load");
+        let t = Tenants::load(&path, SERVER, Registered::default()).expect("load");
         let held = t.authenticate(Some(b"Bearer old")).expect("old").admit();
         write(
             dir.path(),
@@ -700,9 +1016,26 @@ mod tests {
                 &format!("[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{k}\"]\nmax_rows = 5\n"),
                 "unknown field",
             ),
+            (
+                &format!(
+                    "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{k}\"]\nrewards = [\"math\"]\n"
+                ),
+                "which this server does not register",
+            ),
+            (
+                &format!(
+                    "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{k}\"]\nsandbox_seconds_per_minute = 0\n"
+                ),
+                "from 1 to 86400",
+            ),
         ] {
             let path = write(dir.path(), text);
-            let err = format!("{:#}", Tenants::load(&path, SERVER).err().expect(says));
+            let err = format!(
+                "{:#}",
+                Tenants::load(&path, SERVER, Registered::default())
+                    .err()
+                    .expect(says)
+            );
             assert!(err.contains(says), "{says}: {err}");
         }
         #[cfg(unix)]
@@ -715,7 +1048,9 @@ mod tests {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o620)).expect("chmod");
             let err = format!(
                 "{:#}",
-                Tenants::load(&path, SERVER).err().expect("group-writable")
+                Tenants::load(&path, SERVER, Registered::default())
+                    .err()
+                    .expect("group-writable")
             );
             assert!(err.contains("chmod go-w"), "{err}");
         }

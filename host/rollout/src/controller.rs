@@ -24,6 +24,7 @@ use crate::stats::{Progress, Stats, Tally};
 use crate::trajectory_line::{self, LineContext};
 
 /// A run of one workflow over rows.
+#[derive(Clone)]
 pub struct Rollout {
     /// The runtime (engine, tokenizer, rewards registered).
     pub runtime: Arc<Runtime>,
@@ -195,6 +196,7 @@ impl Rollout {
             self.limits.clone(),
         );
         let config = config.clone();
+        let shared = self.options.shared.clone();
         // The group counts as in flight from here (the controller's staleness accounting).
         let admitted = Instant::now();
         tokio::spawn(async move {
@@ -202,6 +204,13 @@ impl Rollout {
             for s in 0..n_samples {
                 let Ok(permit) = episodes.clone().acquire_owned().await else {
                     return;
+                };
+                let shared_permit = match &shared {
+                    Some(s) => match s.in_flight.clone().acquire_owned().await {
+                        Ok(p) => Some((p, s.sandbox_us.clone())),
+                        Err(_) => return,
+                    },
+                    None => None,
                 };
                 let request = EpisodeRequest {
                     id: format!("r{}-s{s}", row.index),
@@ -215,6 +224,11 @@ impl Rollout {
                 handles.push(tokio::spawn(async move {
                     let report = runtime.run_episode(&workflow, request, limits).await;
                     drop(permit);
+                    if let Some((p, sandbox_us)) = shared_permit {
+                        drop(p);
+                        let us = u64::try_from(report.wall.as_micros()).unwrap_or(u64::MAX);
+                        sandbox_us.fetch_add(us, std::sync::atomic::Ordering::Relaxed);
+                    }
                     (report, admitted.elapsed())
                 }));
             }

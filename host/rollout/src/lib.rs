@@ -49,7 +49,7 @@ mod trajectory_line;
 pub use batch::MAX_BATCH_TENSOR_BYTES;
 pub use controller::Rollout;
 pub use group::DropReason;
-pub use options::{RolloutOptions, neutral_hint};
+pub use options::{RolloutOptions, SharedEpisodes, neutral_hint};
 pub use output::OutputDir;
 pub use sink::{Batch, BatchSink, MemorySink};
 pub use stats::{Progress, Stats};

@@ -1,6 +1,10 @@
 //! The settings of a run (the episodes' config and limits are the [`Rollout`](crate::Rollout)'s).
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
 use rollbox_runtime::Setting;
+use tokio::sync::Semaphore;
 
 use crate::group::{Filter, GroupPolicy, Normalization};
 
@@ -28,6 +32,19 @@ pub struct RolloutOptions {
     /// How the entry point says to change a setting, for failed episodes' logs and
     /// `dropped-rows.jsonl` (the CLI names its flag; the default names the setting's key).
     pub hint: fn(&Setting) -> String,
+    /// Episodes this run shares with other runs (a tenant's requests to `rollbox serve`):
+    /// `None` for a run of its own.
+    pub shared: Option<SharedEpisodes>,
+}
+
+/// A budget several runs draw on together: every episode of each also takes one of
+/// `in_flight`'s permits while it runs, and adds its wall time to `sandbox_us` when it ends.
+#[derive(Debug, Clone)]
+pub struct SharedEpisodes {
+    /// Episodes of all the runs in flight at once, at most this semaphore's permits.
+    pub in_flight: Arc<Semaphore>,
+    /// Microseconds the runs' episodes have held a sandbox, summed.
+    pub sandbox_us: Arc<AtomicU64>,
 }
 
 /// The default [`RolloutOptions::hint`]: the setting by its key (`raise the `timeout` limit`).
@@ -48,6 +65,7 @@ impl Default for RolloutOptions {
             seed: 0,
             max_rows: None,
             hint: neutral_hint,
+            shared: None,
         }
     }
 }

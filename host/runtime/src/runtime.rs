@@ -551,22 +551,33 @@ impl Runtime {
     ) -> anyhow::Result<Called<String>> {
         let services = self.services();
         let reg = self.registered_tool(name)?;
-        let mut limits = (*reg.policy.limits).clone();
-        if let Some(t) = timeout {
-            limits.timeout = limits.timeout.min(t);
-        }
-        if let Some(m) = max_memory_bytes {
-            limits.max_memory_bytes = limits.max_memory_bytes.min(m);
-        }
-        let tightened = crate::registry::Registered {
-            component: reg.component.clone(),
-            policy: crate::CallPolicy {
-                limits: Arc::new(limits),
-                retries: 0,
-            },
-            fuel_metering: reg.fuel_metering,
-        };
+        let mut tightened = tighten(reg.as_ref(), timeout, max_memory_bytes);
+        tightened.policy.retries = 0;
         Ok(call_registered(name, &tightened, args, services).await)
+    }
+
+    /// [`Runtime::score`] with the reward's limits tightened to `timeout` and
+    /// `max_memory_bytes` where given, never loosened (a shared server's tenant limits); its
+    /// retries as registered.
+    pub async fn score_within(
+        &self,
+        name: &str,
+        call: RewardCall,
+        timeout: Option<Duration>,
+        max_memory_bytes: Option<u64>,
+    ) -> anyhow::Result<Called<f64>> {
+        if timeout.is_none() && max_memory_bytes.is_none() {
+            return self.score(name, call).await;
+        }
+        let services = self.services();
+        let Some(reg) = services.reward(name) else {
+            anyhow::bail!(
+                "no reward named `{name}` is registered (registered: {})",
+                names_or_none(&services.reward_names())
+            );
+        };
+        let tightened = tighten(reg.as_ref(), timeout, max_memory_bytes);
+        Ok(score_registered(name, &tightened, call.into(), services).await)
     }
 
     // Reward and tool calls, one at a time in a fresh sandbox.
@@ -610,6 +621,30 @@ impl Runtime {
             return CallReport::refused(GuestFault::Unenforceable { message });
         }
         describe_once(self.config.fuel, tool, limits).await
+    }
+}
+
+/// `reg` with its limits tightened to `timeout` and `max_memory_bytes` where given, never
+/// loosened.
+fn tighten<C: Clone>(
+    reg: &crate::registry::Registered<C>,
+    timeout: Option<Duration>,
+    max_memory_bytes: Option<u64>,
+) -> crate::registry::Registered<C> {
+    let mut limits = (*reg.policy.limits).clone();
+    if let Some(t) = timeout {
+        limits.timeout = limits.timeout.min(t);
+    }
+    if let Some(m) = max_memory_bytes {
+        limits.max_memory_bytes = limits.max_memory_bytes.min(m);
+    }
+    crate::registry::Registered {
+        component: reg.component.clone(),
+        policy: crate::CallPolicy {
+            limits: Arc::new(limits),
+            retries: reg.policy.retries,
+        },
+        fuel_metering: reg.fuel_metering,
     }
 }
 

@@ -1,7 +1,8 @@
 //! `rollbox serve`: the rollout controller over HTTP, for a trainer in another process.
 //!
-//! * `POST /v1/episodes` with `{"rows": [{...}, ...]}`: runs each row's group and answers with
-//!   one safetensors batch (`application/octet-stream`, loadable with
+//! * `POST /v1/episodes` with `{"rows": [{...}, ...]}` (and optionally `"n_samples": N` and
+//!   `"config": {...}`, whose keys replace the server's `--config` keys for this request):
+//!   runs each row's group and answers with one safetensors batch (`application/octet-stream`, loadable with
 //!   `safetensors.torch.load`); its metadata holds `trajectories`, `rows`, `stats` and the
 //!   provenance.
 //! * `POST /v1/version` with `{"version": N}`: sets the policy version stamped on new tokens.
@@ -28,7 +29,8 @@
 //!
 //! Tenants (`--tenants FILE`, [`crate::tenants`]): every request but `GET /healthz` must carry
 //! `Authorization: Bearer KEY` with a tenant's key (401 with nothing run otherwise); each tenant
-//! has its own requests in flight (429 with `Retry-After` past them), body size and rows per
+//! has the components it may use (403 for others), its own requests, episodes and reward calls
+//! in flight, sandbox time a minute (429 with `Retry-After` past it), body size and rows per
 //! request, its counters in `/metrics`, and one access-log line per request naming the tenant,
 //! never the key; `SIGHUP` reads the file again. Without `--tenants` the server listens on a
 //! loopback address only, unless `--insecure-no-auth` says otherwise.
@@ -62,7 +64,7 @@ use rollbox_rollout::dataset::{Dataset, Row};
 use rollbox_rollout::{MAX_BATCH_TENSOR_BYTES, MemorySink, Rollout, RolloutOptions};
 
 use super::rollout::SetupArgs;
-use crate::tenants::{FairGate, Quota, Tenants};
+use crate::tenants::{FairGate, Quota, Registered, Tenant, Tenants};
 
 /// Flags of `rollbox serve`.
 #[derive(Args, Debug)]
@@ -126,20 +128,59 @@ struct AppState {
     gate: Arc<FairGate>,
 }
 
-/// The tenant a request came from (`""` without `--tenants`).
-#[derive(Clone)]
-struct Caller(Arc<str>);
+/// The tenant a request came from (none without `--tenants`).
+type Caller = Option<Extension<Arc<Tenant>>>;
 
-/// The caller's name for the fair gate.
-fn caller_name(caller: &Option<Extension<Caller>>) -> Arc<str> {
+/// The caller's name for the fair gate (`""` without tenants) and the most calls it may have
+/// in the sandbox pool at once.
+fn gate_key(caller: &Caller) -> (Arc<str>, usize) {
+    match caller {
+        Some(Extension(t)) => (Arc::from(t.name.as_str()), t.quota.reward_calls_in_flight),
+        None => (Arc::from(""), usize::MAX),
+    }
+}
+
+/// Wait for a place in the sandbox pool for one of the caller's calls; the wait counts in its
+/// tenant's metrics.
+async fn take_turn(gate: &Arc<FairGate>, caller: &Caller) -> crate::tenants::GatePass {
+    let (key, cap) = gate_key(caller);
+    let start = Instant::now();
+    let pass = gate.enter(&key, cap).await;
+    if let Some(Extension(t)) = caller {
+        let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        t.usage.queue_wait_us.fetch_add(us, Ordering::Relaxed);
+    }
+    pass
+}
+
+/// The caller's tenant limits: each episode's and call's timeout and memory, at most.
+fn tenant_limits(caller: &Caller) -> (Option<Duration>, Option<u64>) {
     caller
         .as_ref()
-        .map_or_else(|| Arc::from(""), |Extension(Caller(name))| name.clone())
+        .map_or((None, None), |Extension(t)| (t.timeout, t.max_memory_bytes))
+}
+
+/// The tighter of two optional limits.
+fn tighter<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Count a call's sandbox time against the caller's tenant.
+fn charge(caller: &Caller, wall: Duration) {
+    if let Some(Extension(t)) = caller {
+        t.charge(wall);
+    }
 }
 
 /// What the server allows any one request: a tenant's [`Quota`] is at most this.
 pub const SERVER_QUOTA: Quota = Quota {
     requests_in_flight: MAX_CONNECTIONS,
+    episodes_in_flight: MAX_EPISODES_IN_FLIGHT,
+    reward_calls_in_flight: MAX_REWARD_SAMPLES,
+    sandbox_seconds_per_minute: None,
     body_bytes: MAX_BODY_BYTES,
     rows_per_request: MAX_ROWS_PER_REQUEST,
 };
@@ -175,6 +216,22 @@ async fn authorize(State(app): State<Arc<AppState>>, req: Request, next: Next) -
         return r;
     };
     let quota = tenant.quota;
+    if let Some(wait) = tenant.out_of_time() {
+        tracing::info!(target: "rollbox::access", tenant = %tenant.name, %method, path, status = 429);
+        let secs = wait.as_secs_f64().ceil() as u64;
+        let mut r = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "tenant `{}` has used its sandbox time ({} s a minute, sandbox_seconds_per_minute): retry in {secs} s",
+                tenant.name,
+                quota.sandbox_seconds_per_minute.unwrap_or_default()
+            ),
+        );
+        if let Ok(v) = header::HeaderValue::from_str(&secs.to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return r;
+    }
     let Some(in_flight) = tenant.admit() else {
         tracing::info!(target: "rollbox::access", tenant = %tenant.name, %method, path, status = 429);
         let mut r = error(
@@ -207,9 +264,7 @@ async fn authorize(State(app): State<Arc<AppState>>, req: Request, next: Next) -
     let (parts, body) = req.into_parts();
     let body = axum::body::Body::new(http_body_util::Limited::new(body, quota.body_bytes));
     let mut req = Request::from_parts(parts, body);
-    req.extensions_mut().insert(quota);
-    req.extensions_mut()
-        .insert(Caller(Arc::from(tenant.name.as_str())));
+    req.extensions_mut().insert(tenant.clone());
     let response = next.run(req).await;
     drop(in_flight);
     tracing::info!(
@@ -223,11 +278,31 @@ async fn authorize(State(app): State<Arc<AppState>>, req: Request, next: Next) -
     response
 }
 
-/// The rows (or samples) `quota` lets one request carry: the server's `cap` without tenants.
-fn rows_cap(quota: &Option<Extension<Quota>>, cap: usize) -> usize {
-    quota
+/// The rows (or samples) the caller may send in one request: the server's `cap` without
+/// tenants.
+fn rows_cap(caller: &Caller, cap: usize) -> usize {
+    caller
         .as_ref()
-        .map_or(cap, |Extension(q)| q.rows_per_request.min(cap))
+        .map_or(cap, |Extension(t)| t.quota.rows_per_request.min(cap))
+}
+
+/// 403 naming what the caller's tenant may not use, if it may not.
+fn forbidden(caller: &Caller, kind: &str, name: &str) -> Option<Response> {
+    let Extension(t) = caller.as_ref()?;
+    let (allowed, list) = match kind {
+        "reward" => (t.may_reward(name), &t.rewards),
+        _ => (t.may_tool(name), &t.tools),
+    };
+    (!allowed).then(|| {
+        error(
+            StatusCode::FORBIDDEN,
+            format!(
+                "tenant `{}` may not use the {kind} `{name}` (its {kind}s: {}); the operator adds it to the tenant's `{kind}s` in the --tenants file",
+                t.name,
+                list.as_deref().map_or("all".into(), |l| if l.is_empty() { "none".into() } else { l.join(", ") })
+            ),
+        )
+    })
 }
 
 /// Time a client has to send a request's headers.
@@ -240,6 +315,12 @@ pub const MAX_BODY_BYTES: usize = 64 << 20;
 pub const MAX_CONNECTIONS: usize = 1024;
 /// Rows in one `POST /v1/episodes` (each is a group of episodes run for this request).
 pub const MAX_ROWS_PER_REQUEST: usize = 16_384;
+/// A tenant's `max_episodes_in_flight`, at most.
+pub const MAX_EPISODES_IN_FLIGHT: usize = 65_536;
+/// A `/v1/episodes` request's `config`, at most, bytes of JSON.
+pub const MAX_REQUEST_CONFIG_BYTES: usize = 1 << 20;
+/// A `/v1/episodes` request's `n_samples`, at most.
+pub const MAX_REQUEST_N_SAMPLES: u32 = 1024;
 /// What one request's rows may take once parsed (their JSON text and each row's bookkeeping):
 /// 4× the body cap.
 pub const MAX_PARSED_BYTES: usize = 4 * MAX_BODY_BYTES;
@@ -326,7 +407,7 @@ async fn collect_capped(
 
 async fn episodes(
     State(app): State<Arc<AppState>>,
-    quota: Option<Extension<Quota>>,
+    caller: Caller,
     body: axum::body::Body,
 ) -> Response {
     app.metrics.requests.fetch_add(1, Ordering::Relaxed);
@@ -334,13 +415,33 @@ async fn episodes(
         Ok(b) => b,
         Err(r) => return r,
     };
+    if let Some(Extension(t)) = &caller {
+        // A workflow may call any registered reward or tool: episodes need all of them.
+        let services = app.rollout.runtime.services();
+        let missing: Vec<String> = services
+            .reward_names()
+            .into_iter()
+            .filter(|n| !t.may_reward(n))
+            .chain(services.tool_names().into_iter().filter(|n| !t.may_tool(n)))
+            .collect();
+        if !missing.is_empty() {
+            return error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "tenant `{}` may not use {} of this server's components, and a workflow may call any registered reward or tool: POST /v1/episodes needs a tenant allowed all of them (the operator lists them in its `rewards` and `tools`, or leaves those out)",
+                    t.name,
+                    missing.join(", ")
+                ),
+            );
+        }
+    }
     // Parsing megabytes is CPU work: on the blocking pool, so the async workers stay free to
     // answer health probes and other clients.
-    let Ok(_slot) = app.parse_slots.acquire().await else {
+    let Ok(slot) = app.parse_slots.acquire().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into());
     };
-    let rows = match tokio::task::spawn_blocking(move || parse_rows(&body)).await {
-        Ok(Ok(rows)) => rows,
+    let parsed = match tokio::task::spawn_blocking(move || parse_rows(&body)).await {
+        Ok(Ok(parsed)) => parsed,
         Ok(Err((status, message))) => return error(status, message),
         Err(e) => {
             return error(
@@ -349,17 +450,44 @@ async fn episodes(
             );
         }
     };
-    let cap = rows_cap(&quota, MAX_ROWS_PER_REQUEST);
-    if rows.len() > cap {
+    // Held for the parse only: the episodes run without it.
+    drop(slot);
+    let cap = rows_cap(&caller, MAX_ROWS_PER_REQUEST);
+    if parsed.rows.len() > cap {
         return error(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
                 "{} rows; this tenant may send at most {cap} per request (max_rows_per_request): split them over several requests",
-                rows.len()
+                parsed.rows.len()
             ),
         );
     }
-    match run_rows(&app, rows).await {
+    let mut rollout = app.rollout.clone();
+    if let Some(config) = parsed.config {
+        let mut merged = match rollout.config {
+            serde_json::Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        merged.extend(config);
+        rollout.config = serde_json::Value::Object(merged);
+    }
+    if let Some(n) = parsed.n_samples {
+        rollout.options.n_samples = n;
+    }
+    if let Some(Extension(t)) = &caller {
+        rollout.options.shared = Some(t.shared_episodes());
+        if t.timeout.is_some() || t.max_memory_bytes.is_some() {
+            let mut limits = (*rollout.limits).clone();
+            if let Some(d) = t.timeout {
+                limits.timeout = limits.timeout.min(d);
+            }
+            if let Some(m) = t.max_memory_bytes {
+                limits.max_memory_bytes = limits.max_memory_bytes.min(m);
+            }
+            rollout.limits = Arc::new(limits);
+        }
+    }
+    match run_rows(&app, &rollout, parsed.rows).await {
         Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
         Err(e) => {
             app.metrics.errors.fetch_add(1, Ordering::Relaxed);
@@ -371,11 +499,16 @@ async fn episodes(
 /// The message a row count past [`MAX_ROWS_PER_REQUEST`] stops the parse with.
 const TOO_MANY_ROWS: &str = "too many rows";
 
-/// `{"rows": [...]}`, each row kept as its text until the count is known.
+/// `{"rows": [...], "config": {...}, "n_samples": N}`, each row kept as its text until the
+/// count is known.
 #[derive(serde::Deserialize)]
 struct EpisodesRequest<'a> {
     #[serde(borrow, deserialize_with = "counted_rows")]
     rows: Vec<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    config: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    n_samples: Option<u32>,
 }
 
 /// The rows array, counted as it is read: the parse stops at row [`MAX_ROWS_PER_REQUEST`] + 1
@@ -406,9 +539,18 @@ fn counted_rows<'de, D: serde::Deserializer<'de>>(
     d.deserialize_seq(Counted)
 }
 
-/// A `POST /v1/episodes` body's rows, within the request's budgets; else the status and
-/// message to answer with.
-fn parse_rows(body: &[u8]) -> Result<Vec<Row>, (StatusCode, String)> {
+/// A `POST /v1/episodes` request, parsed.
+struct ParsedEpisodes {
+    rows: Vec<Row>,
+    /// Keys of the workflow config that replace the server's (`--config`) for this request.
+    config: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Episodes per row for this request (the server's `--n-samples` otherwise).
+    n_samples: Option<u32>,
+}
+
+/// A `POST /v1/episodes` body's rows, config and group size, within the request's budgets;
+/// else the status and message to answer with.
+fn parse_rows(body: &[u8]) -> Result<ParsedEpisodes, (StatusCode, String)> {
     let request: EpisodesRequest = serde_json::from_slice(body).map_err(|e| {
         if e.to_string().starts_with(TOO_MANY_ROWS) {
             (
@@ -424,6 +566,35 @@ fn parse_rows(body: &[u8]) -> Result<Vec<Row>, (StatusCode, String)> {
             )
         }
     })?;
+    if let Some(n) = request.n_samples
+        && !(1..=MAX_REQUEST_N_SAMPLES).contains(&n)
+    {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!("`n_samples` is {n}; give 1 to {MAX_REQUEST_N_SAMPLES} episodes per row"),
+        ));
+    }
+    let config = match request.config {
+        None => None,
+        Some(raw) if raw.get().len() > MAX_REQUEST_CONFIG_BYTES => {
+            return Err((
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "`config` is {} bytes of JSON; at most {MAX_REQUEST_CONFIG_BYTES}",
+                    raw.get().len()
+                ),
+            ));
+        }
+        Some(raw) => match serde_json::from_str::<serde_json::Value>(raw.get()) {
+            Ok(serde_json::Value::Object(m)) => Some(m),
+            _ => {
+                return Err((
+                    StatusCode::BAD_REQUEST,
+                    r#"`config` must be a JSON object (keys that replace the server's --config for this request, e.g. {"gconfig": {"temperature": 0.7}})"#.into(),
+                ));
+            }
+        },
+    };
     let mut parsed = 0usize;
     let mut rows = Vec::with_capacity(request.rows.len());
     for (index, raw) in request.rows.into_iter().enumerate() {
@@ -441,14 +612,17 @@ fn parse_rows(body: &[u8]) -> Result<Vec<Row>, (StatusCode, String)> {
         }
         rows.push(Row { index, data });
     }
-    Ok(rows)
+    Ok(ParsedEpisodes {
+        rows,
+        config,
+        n_samples: request.n_samples,
+    })
 }
 
 /// Run the rows as one batch in memory and return it as safetensors bytes: the batches the
 /// controller had to split are joined again, and the stats added to the header.
-async fn run_rows(app: &AppState, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
+async fn run_rows(app: &AppState, r: &Rollout, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
     let n = rows.len();
-    let r = &app.rollout;
     let mut sink = MemorySink::new();
     let stats = r
         .run(Dataset::from_rows(rows), &mut sink, &mut |_| {})
@@ -499,7 +673,7 @@ struct RunCodeRequest {
 /// the operator registered the tool with; they never loosen them.
 async fn run_code(
     State(app): State<Arc<AppState>>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     body: axum::body::Body,
 ) -> Response {
     app.metrics
@@ -517,6 +691,9 @@ async fn run_code(
                 "POST /run_code runs programs with the tool `{RUN_CODE_TOOL}`: start rollbox serve with --tool {RUN_CODE_TOOL}=python_exec.wasm,timeout=10s,memory=1GiB,max_boundary_bytes=16MiB"
             ),
         );
+    }
+    if let Some(r) = forbidden(&caller, "tool", RUN_CODE_TOOL) {
+        return r;
     }
     let Ok(slot) = app.parse_slots.acquire().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into());
@@ -576,11 +753,19 @@ async fn run_code(
         "stdin": request.stdin.unwrap_or_default(),
         "max_output_chars": RUN_CODE_OUTPUT_CHARS,
     });
-    let turn = app.gate.enter(&caller_name(&caller)).await;
+    let (tenant_timeout, tenant_memory) = tenant_limits(&caller);
+    let (timeout, memory) = (
+        tighter(timeout, tenant_timeout),
+        tighter(memory, tenant_memory),
+    );
+    let turn = take_turn(&app.gate, &caller).await;
     let called = runtime
         .call_registered_tool_within(RUN_CODE_TOOL, args.to_string(), timeout, memory)
         .await;
     drop(turn);
+    if let Ok(c) = &called {
+        charge(&caller, c.wall);
+    }
     let called = match called {
         Ok(c) => c,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
@@ -723,7 +908,7 @@ async fn parse_json<T: serde::de::DeserializeOwned + Send + 'static>(
 /// the host does.
 async fn score_all(
     app: &AppState,
-    caller: Arc<str>,
+    caller: &Caller,
     name: &str,
     calls: Vec<rollbox_runtime::RewardCall>,
 ) -> Result<Vec<rollbox_runtime::Called<f64>>, Response> {
@@ -734,8 +919,14 @@ async fn score_all(
         let (runtime, name) = (runtime.clone(), name.to_string());
         let (gate, caller) = (app.gate.clone(), caller.clone());
         set.spawn(async move {
-            let _turn = gate.enter(&caller).await;
-            (i, runtime.score(&name, call).await)
+            let (timeout, memory) = tenant_limits(&caller);
+            let turn = take_turn(&gate, &caller).await;
+            let called = runtime.score_within(&name, call, timeout, memory).await;
+            drop(turn);
+            if let Ok(c) = &called {
+                charge(&caller, c.wall);
+            }
+            (i, called)
         });
     }
     let mut out: Vec<Option<rollbox_runtime::Called<f64>>> = (0..n).map(|_| None).collect();
@@ -769,8 +960,7 @@ async fn score_all(
 /// faults scores 0.0 and counts in `extra_logs.rollbox_fault`; the request still succeeds.
 async fn get_reward(
     State(app): State<Arc<AppState>>,
-    quota: Option<Extension<Quota>>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     RawQuery(query): RawQuery,
     body: axum::body::Body,
 ) -> Response {
@@ -786,6 +976,9 @@ async fn get_reward(
         Ok(n) => n,
         Err((status, m)) => return error(status, m),
     };
+    if let Some(r) = forbidden(&caller, "reward", &name) {
+        return r;
+    }
     let request: RewardRequest = match parse_json(
         &app,
         body,
@@ -797,7 +990,7 @@ async fn get_reward(
         Err(r) => return r,
     };
     let n = request.query.len();
-    let cap = rows_cap(&quota, MAX_REWARD_SAMPLES);
+    let cap = rows_cap(&caller, MAX_REWARD_SAMPLES);
     if n > cap {
         return error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -843,7 +1036,7 @@ async fn get_reward(
             }
         })
         .collect();
-    let called = match score_all(&app, caller_name(&caller), &name, calls).await {
+    let called = match score_all(&app, &caller, &name, calls).await {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -896,8 +1089,7 @@ struct RewardItem {
 /// time, attempts, fuel, peak memory). Faults never fail the request.
 async fn rewards(
     State(app): State<Arc<AppState>>,
-    quota: Option<Extension<Quota>>,
-    caller: Option<Extension<Caller>>,
+    caller: Caller,
     body: axum::body::Body,
 ) -> Response {
     let body = match read_body(body, MAX_BODY_BYTES).await {
@@ -918,8 +1110,11 @@ async fn rewards(
         Ok(n) => n,
         Err((status, m)) => return error(status, m),
     };
+    if let Some(r) = forbidden(&caller, "reward", &name) {
+        return r;
+    }
     let n = request.items.len();
-    let cap = rows_cap(&quota, MAX_REWARD_SAMPLES);
+    let cap = rows_cap(&caller, MAX_REWARD_SAMPLES);
     if n > cap {
         return error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -949,7 +1144,7 @@ async fn rewards(
             data: serde_json::Value::Object(data),
         });
     }
-    let called = match score_all(&app, caller_name(&caller), &name, calls).await {
+    let called = match score_all(&app, &caller, &name, calls).await {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -1100,15 +1295,38 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
                 "gauge",
                 "Requests of the tenant in flight.",
             ),
+            (
+                "tenant_out_of_time_total",
+                "counter",
+                "Requests answered 429 for want of sandbox time (sandbox_seconds_per_minute).",
+            ),
+            (
+                "tenant_sandbox_seconds_total",
+                "counter",
+                "Wall time the tenant's reward, tool and episode sandboxes ran, seconds.",
+            ),
+            (
+                "tenant_queue_wait_seconds_total",
+                "counter",
+                "Time the tenant's reward and tool calls waited for the sandbox pool, seconds.",
+            ),
         ] {
             text.push_str(&format!(
                 "# HELP rollbox_{name} {help}\n# TYPE rollbox_{name} {kind}\n"
             ));
             for t in all.iter() {
+                let u = &t.usage;
                 let v = match name {
-                    "tenant_requests_total" => t.usage.requests.load(Ordering::Relaxed),
-                    "tenant_throttled_total" => t.usage.throttled.load(Ordering::Relaxed),
-                    _ => t.in_flight() as u64,
+                    "tenant_requests_total" => u.requests.load(Ordering::Relaxed).to_string(),
+                    "tenant_throttled_total" => u.throttled.load(Ordering::Relaxed).to_string(),
+                    "tenant_out_of_time_total" => u.out_of_time.load(Ordering::Relaxed).to_string(),
+                    "tenant_sandbox_seconds_total" => {
+                        (u.sandbox_us.load(Ordering::Relaxed) as f64 / 1e6).to_string()
+                    }
+                    "tenant_queue_wait_seconds_total" => {
+                        (u.queue_wait_us.load(Ordering::Relaxed) as f64 / 1e6).to_string()
+                    }
+                    _ => t.in_flight().to_string(),
                 };
                 text.push_str(&format!("rollbox_{name}{{tenant=\"{}\"}} {v}\n", t.name));
             }
@@ -1123,8 +1341,15 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
 
 /// Serve until killed.
 pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
+    let spec = a.setup.spec()?;
     let tenants = match &a.tenants {
-        Some(path) => Some(Arc::new(Tenants::load(path, SERVER_QUOTA)?)),
+        Some(path) => {
+            let registered = Registered {
+                rewards: spec.rewards.keys().cloned().collect(),
+                tools: spec.tools.keys().cloned().collect(),
+            };
+            Some(Arc::new(Tenants::load(path, SERVER_QUOTA, registered)?))
+        }
         None => None,
     };
     let tls = match (&a.tls_cert, &a.tls_key) {
@@ -1142,7 +1367,6 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         );
     }
     process::prefer_small_pages(&a.setup.engine());
-    let spec = a.setup.spec()?;
     spec.ensure_model().await?;
     // Built once: every request runs against the same host and controller. A request's rows
     // are one batch (the controller splits only what is over the tensor cap; the sink joins
