@@ -8,6 +8,7 @@
 //! key_sha256 = ["4c2b...e1"]
 //! rewards = ["math"]               # registered rewards it may call (default: all)
 //! tools = ["python"]               # registered tools (default: all); /run_code needs `python`
+//! workflows = ["default"]          # `default` (--workflow) and --extra-workflow names
 //! timeout = "30s"                  # each episode and call, at most (never past the server's)
 //! max_memory = "1GiB"              # each episode's and call's memory, at most
 //! max_requests_in_flight = 8       # more get 429 with Retry-After
@@ -55,6 +56,7 @@ struct TenantEntry {
     key_sha256: Vec<String>,
     rewards: Option<Vec<String>>,
     tools: Option<Vec<String>>,
+    workflows: Option<Vec<String>>,
     timeout: Option<String>,
     max_memory: Option<String>,
     max_requests_in_flight: Option<usize>,
@@ -127,6 +129,8 @@ pub struct Tenant {
     pub rewards: Option<Vec<String>>,
     /// Registered tools it may call (`None`: all).
     pub tools: Option<Vec<String>>,
+    /// Workflows it may run (`default` is `--workflow`; `None`: all).
+    pub workflows: Option<Vec<String>>,
     /// Each of its episodes' and calls' time limit, at most (`None`: as the server registered).
     pub timeout: Option<Duration>,
     /// Each of its episodes' and calls' memory, at most, bytes (`None`: as registered).
@@ -204,6 +208,13 @@ impl Tenant {
         self.rewards
             .as_ref()
             .is_none_or(|r| r.iter().any(|n| n == name))
+    }
+
+    /// Whether the tenant may run the workflow `name`.
+    pub fn may_workflow(&self, name: &str) -> bool {
+        self.workflows
+            .as_ref()
+            .is_none_or(|w| w.iter().any(|n| n == name))
     }
 
     /// Whether the tenant may call the registered tool `name`.
@@ -537,6 +548,8 @@ pub const MAX_SANDBOX_SECONDS_PER_MINUTE: usize = 86_400;
 pub struct Registered {
     pub rewards: Vec<String>,
     pub tools: Vec<String>,
+    /// `default` (the server's `--workflow`) and its `--extra-workflow`s.
+    pub workflows: Vec<String>,
 }
 
 fn read(
@@ -635,17 +648,22 @@ fn read(
         for (what_list, list, known) in [
             ("rewards", &t.rewards, &registered.rewards),
             ("tools", &t.tools, &registered.tools),
+            ("workflows", &t.workflows, &registered.workflows),
         ] {
             for n in list.iter().flatten() {
                 if !known.contains(n) {
+                    let flag = match what_list {
+                        "workflows" => "extra-workflow",
+                        "rewards" => "reward",
+                        _ => "tool",
+                    };
+                    let known = if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known.join(", ")
+                    };
                     bail!(
-                        "{what}: tenant {name:?} lists {what_list} entry {n:?}, which this server does not register (it registers: {}); register it with --{} {n}=... or take it out",
-                        if known.is_empty() {
-                            "none".into()
-                        } else {
-                            known.join(", ")
-                        },
-                        &what_list[..what_list.len() - 1]
+                        "{what}: tenant {name:?} lists {what_list} entry {n:?}, which this server does not register (it registers: {known}); register it with --{flag} {n}=... or take it out"
                     );
                 }
             }
@@ -674,6 +692,7 @@ fn read(
             keys,
             rewards: t.rewards,
             tools: t.tools,
+            workflows: t.workflows,
             timeout,
             max_memory_bytes,
             quota,
@@ -1021,6 +1040,10 @@ mod tests {
                     "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{k}\"]\nrewards = [\"math\"]\n"
                 ),
                 "which this server does not register",
+            ),
+            (
+                &format!("[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{k}\"]\nworkflows = [\"x\"]\n"),
+                "register it with --extra-workflow x=",
             ),
             (
                 &format!(

@@ -72,8 +72,11 @@ fn raw_exchange(addr: &str, request: &str) -> String {
 fn serve_answers_episodes_version_health_and_metrics() {
     let tmp = tempfile::tempdir().expect("tmp");
     let reward = format!("math={}", c::REWARD_MATH);
+    let echo = format!("echo={}", c::WORKFLOW_ECHO);
     let (mut child, addr) = start_serve(
         &[
+            "--extra-workflow",
+            &echo,
             "--workflow",
             c::WORKFLOW_RLVR,
             "--reward",
@@ -114,6 +117,8 @@ fn serve_answers_episodes_version_health_and_metrics() {
             serde_json::from_str(loaded["metadata"]["stats"].as_str().expect("stats"))
                 .expect("JSON");
         assert_eq!(stats["episodes"]["accepted"], 4);
+        let default_sha = loaded["metadata"]["workflow_sha256"].clone();
+        assert!(default_sha.is_string(), "{}", loaded["metadata"]);
         let (code, body) = http(&addr, "POST", "/v1/episodes", r#"{"rows": 3}"#);
         assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
         let (code, body) = http(&addr, "GET", "/metrics", "");
@@ -140,7 +145,35 @@ fn serve_answers_episodes_version_health_and_metrics() {
             stats["generated_tokens"].as_u64().expect("tokens") <= 6,
             "max_new_tokens 2 from the request's config: {stats}"
         );
+        // A request naming another workflow the server was started with.
+        let echo = json!({
+            "rows": [{"input_ids": [1, 2, 3], "answer": "4"}],
+            "workflow": "echo",
+            "n_samples": 1,
+            "config": {"max_new_tokens": 2}
+        });
+        let (code, body) = http(&addr, "POST", "/v1/episodes", &echo.to_string());
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+        std::fs::write(&batch, &body).expect("write");
+        let loaded: Value = rollbox_tests::check_safetensors(&batch);
+        assert_eq!(loaded["metadata"]["workflow"], "echo");
+        assert!(loaded["metadata"]["workflow_sha256"].is_string());
+        assert_ne!(loaded["metadata"]["workflow_sha256"], default_sha);
+        assert_eq!(loaded["tensors"]["input_ids"]["shape"][0], 1);
+        let (code, body) = http(
+            &addr,
+            "POST",
+            "/v1/episodes",
+            &json!({"rows": [], "workflow": "nope"}).to_string(),
+        );
+        let text = String::from_utf8_lossy(&body).into_owned();
+        assert_eq!(code, 404, "{text}");
+        assert!(text.contains("default, echo"), "{text}");
         for (bad, says) in [
+            (
+                json!({"rows": [], "workflow": "a b"}),
+                "`workflow` must be a name",
+            ),
             (json!({"rows": [], "n_samples": 0}), "n_samples"),
             (json!({"rows": [], "config": [1]}), "must be a JSON object"),
         ] {
@@ -1098,7 +1131,8 @@ fn serve_holds_tenants_to_their_components_and_time() {
 
 /// The noisy neighbour with episodes (issue 38): tenant `a` floods `/v1/episodes` with a
 /// workflow that spins to its 1 s timeout, from four connections, while `b` scores one
-/// completion at a time. `a`'s `max_episodes_in_flight = 1` keeps its episodes to one core
+/// completion at a time (`b` may run no workflow: its own episodes are 403).
+/// `a`'s `max_episodes_in_flight = 1` keeps its episodes to one core
 /// of the two, so `b` never sees an error and its p99 stays within 1.5x its p99 alone plus
 /// 10 ms (measured: 2.6 ms alone, 8.3 ms beside the flood: the spinning guest still takes
 /// its core's time slices from the server's other threads; the issue's 1.5x alone is not
@@ -1112,7 +1146,7 @@ fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
     std::fs::write(
         &file,
         format!(
-            "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\"]\nmax_episodes_in_flight = 1\nmax_requests_in_flight = 8\n\n[[tenant]]\nname = \"b\"\nkey_sha256 = [\"{}\"]\n",
+            "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\"]\nmax_episodes_in_flight = 1\nmax_requests_in_flight = 8\n\n[[tenant]]\nname = \"b\"\nkey_sha256 = [\"{}\"]\nworkflows = []\n",
             hash("key-a"),
             hash("key-b")
         ),
@@ -1149,6 +1183,20 @@ fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
             took.sort();
             (took[(n * 99).div_ceil(100) - 1], codes)
         };
+        // `b` may run no workflow (its `workflows` is empty): its episodes are refused.
+        let (code, _, body) = http_with(
+            &addr,
+            "POST",
+            "/v1/episodes",
+            &[b],
+            &json!({"rows": [{"x": 1}]}).to_string(),
+        );
+        let text = String::from_utf8_lossy(&body).into_owned();
+        assert_eq!(code, 403, "{text}");
+        assert!(
+            text.contains("may not run the workflow `default`"),
+            "{text}"
+        );
         let _ = p99(20); // warm
         let (alone, codes) = p99(100);
         assert!(codes.iter().all(|&c| c == 200), "{codes:?}");

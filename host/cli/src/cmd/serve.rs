@@ -1,7 +1,8 @@
 //! `rollbox serve`: the rollout controller over HTTP, for a trainer in another process.
 //!
-//! * `POST /v1/episodes` with `{"rows": [{...}, ...]}` (and optionally `"n_samples": N` and
-//!   `"config": {...}`, whose keys replace the server's `--config` keys for this request):
+//! * `POST /v1/episodes` with `{"rows": [{...}, ...]}` (and optionally `"workflow": NAME`,
+//!   one of `--extra-workflow` or `default`, `"n_samples": N` and `"config": {...}`, whose
+//!   keys replace the server's `--config` keys for this request):
 //!   runs each row's group and answers with one safetensors batch (`application/octet-stream`, loadable with
 //!   `safetensors.torch.load`); its metadata holds `trajectories`, `rows`, `stats` and the
 //!   provenance.
@@ -52,6 +53,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use axum::Router;
 use axum::extract::{Extension, RawQuery, Request, State};
 use axum::http::{StatusCode, header};
@@ -95,8 +97,46 @@ pub struct ServeArgs {
     /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Another workflow a `/v1/episodes` request may name with `"workflow": "NAME"` (a `.wasm`
+    /// path or a built-in's name; repeatable). `--workflow` is the one a request that names
+    /// none runs, named `default`.
+    #[arg(long, value_name = "NAME=WORKFLOW", value_parser = parse_named_workflow)]
+    extra_workflow: Vec<(String, PathBuf)>,
     #[command(flatten)]
     pub setup: SetupArgs,
+}
+
+/// `NAME=WORKFLOW` of `--extra-workflow`.
+fn parse_named_workflow(s: &str) -> Result<(String, PathBuf), String> {
+    let (name, spec) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: give NAME=WORKFLOW (a .wasm path or a built-in's name)"))?;
+    if !valid_component_name(name) || name == DEFAULT_WORKFLOW {
+        return Err(format!(
+            "`{name}`: a workflow's name is 1 to 64 letters, digits, '-', '_' or '.', and not `{DEFAULT_WORKFLOW}` (the --workflow's)"
+        ));
+    }
+    if spec.is_empty() {
+        return Err(format!("`{s}`: the workflow after `=` is empty"));
+    }
+    Ok((name.to_string(), PathBuf::from(spec)))
+}
+
+/// The name a request gives `--workflow` by.
+pub const DEFAULT_WORKFLOW: &str = "default";
+
+fn valid_component_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
+/// A workflow a request may name: the component and its digest for the batch's provenance.
+struct NamedWorkflow {
+    component: Arc<rollbox_runtime::WorkflowComponent>,
+    sha256: String,
 }
 
 #[derive(Default)]
@@ -126,6 +166,8 @@ struct AppState {
     /// Turns between tenants for `/get_reward`, `/v1/rewards` and `/run_code` calls, as many
     /// at once as the sandbox pool runs.
     gate: Arc<FairGate>,
+    /// `--extra-workflow`s by name, compiled at start.
+    workflows: std::collections::BTreeMap<String, NamedWorkflow>,
 }
 
 /// The tenant a request came from (none without `--tenants`).
@@ -463,6 +505,45 @@ async fn episodes(
         );
     }
     let mut rollout = app.rollout.clone();
+    let workflow = parsed.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW);
+    if let Some(Extension(t)) = &caller
+        && !t.may_workflow(workflow)
+    {
+        return error(
+            StatusCode::FORBIDDEN,
+            format!(
+                "tenant `{}` may not run the workflow `{workflow}` (its workflows: {}); the operator adds it to the tenant's `workflows` in the --tenants file",
+                t.name,
+                t.workflows
+                    .as_deref()
+                    .map_or("all".into(), |l| if l.is_empty() {
+                        "none".into()
+                    } else {
+                        l.join(", ")
+                    })
+            ),
+        );
+    }
+    if workflow != DEFAULT_WORKFLOW {
+        let Some(named) = app.workflows.get(workflow) else {
+            let mut names = vec![DEFAULT_WORKFLOW.to_string()];
+            names.extend(app.workflows.keys().cloned());
+            return error(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "no workflow named `{workflow}` (this server has: {}; the operator adds one with --extra-workflow NAME=PATH)",
+                    names.join(", ")
+                ),
+            );
+        };
+        rollout.workflow = named.component.clone();
+        rollout
+            .provenance
+            .insert("workflow_sha256".into(), named.sha256.clone());
+        rollout
+            .provenance
+            .insert("workflow".into(), workflow.to_string());
+    }
     if let Some(config) = parsed.config {
         let mut merged = match rollout.config {
             serde_json::Value::Object(m) => m,
@@ -509,6 +590,8 @@ struct EpisodesRequest<'a> {
     config: Option<&'a serde_json::value::RawValue>,
     #[serde(default)]
     n_samples: Option<u32>,
+    #[serde(default)]
+    workflow: Option<String>,
 }
 
 /// The rows array, counted as it is read: the parse stops at row [`MAX_ROWS_PER_REQUEST`] + 1
@@ -546,6 +629,8 @@ struct ParsedEpisodes {
     config: Option<serde_json::Map<String, serde_json::Value>>,
     /// Episodes per row for this request (the server's `--n-samples` otherwise).
     n_samples: Option<u32>,
+    /// The workflow to run, by name (`--workflow` otherwise).
+    workflow: Option<String>,
 }
 
 /// A `POST /v1/episodes` body's rows, config and group size, within the request's budgets;
@@ -612,10 +697,19 @@ fn parse_rows(body: &[u8]) -> Result<ParsedEpisodes, (StatusCode, String)> {
         }
         rows.push(Row { index, data });
     }
+    if let Some(w) = &request.workflow
+        && !valid_component_name(w)
+    {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "`workflow` must be a name of 1 to 64 letters, digits, '-', '_' or '.'".into(),
+        ));
+    }
     Ok(ParsedEpisodes {
         rows,
         config,
         n_samples: request.n_samples,
+        workflow: request.workflow,
     })
 }
 
@@ -1347,6 +1441,9 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
             let registered = Registered {
                 rewards: spec.rewards.keys().cloned().collect(),
                 tools: spec.tools.keys().cloned().collect(),
+                workflows: std::iter::once(DEFAULT_WORKFLOW.to_string())
+                    .chain(a.extra_workflow.iter().map(|(n, _)| n.clone()))
+                    .collect(),
             };
             Some(Arc::new(Tenants::load(path, SERVER_QUOTA, registered)?))
         }
@@ -1375,6 +1472,22 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         batch_size: MAX_ROWS_PER_REQUEST,
         ..a.setup.options()
     });
+    let mut workflows = std::collections::BTreeMap::new();
+    for (name, path) in &a.extra_workflow {
+        let source = rollbox_host::builtin::resolve("workflow", path)?;
+        let component = rollout
+            .runtime
+            .load_workflow(&source)
+            .with_context(|| format!("loading the workflow {name}={}", path.display()))?;
+        let sha256 = component.info().sha256.clone();
+        let named = NamedWorkflow {
+            component: Arc::new(component),
+            sha256,
+        };
+        if workflows.insert(name.clone(), named).is_some() {
+            anyhow::bail!("--extra-workflow {name} is given twice: give each workflow one name");
+        }
+    }
     crate::alloc::release_setup_memory();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pool = rollout.runtime.services().untrusted_pool_size();
@@ -1385,6 +1498,7 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         tenants: tenants.clone(),
         draining: std::sync::atomic::AtomicBool::new(false),
         gate: FairGate::new(pool),
+        workflows,
     });
     if let Some(tenants) = tenants {
         reload_on_sighup(tenants)?;
