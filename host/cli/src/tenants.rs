@@ -248,6 +248,18 @@ impl Tenant {
         }
     }
 
+    /// The tenant's episodes running now, over all its requests.
+    pub fn episodes_in_flight(&self) -> usize {
+        let slots = self
+            .usage
+            .episodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        slots
+            .as_ref()
+            .map_or(0, |(cap, s)| cap.saturating_sub(s.available_permits()))
+    }
+
     /// Count `d` of sandbox time against the tenant.
     pub fn charge(&self, d: Duration) {
         let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
@@ -427,6 +439,12 @@ impl FairGate {
             tenant: tenant.clone(),
             since: Instant::now(),
         }
+    }
+
+    /// Places `tenant` holds now.
+    pub fn holding(&self, tenant: &str) -> usize {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.holding.get(tenant).map_or(0, |&(n, _)| n)
     }
 
     /// Give free places to the waiting tenants under their caps, the one that has used the

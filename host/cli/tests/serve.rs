@@ -1237,6 +1237,10 @@ fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or_else(|| panic!("{text}"));
         assert!(used >= 1.0, "a's spinning episodes ran: {used} s");
+        assert!(
+            text.contains("rollbox_tenant_episodes_in_flight{tenant=\"a\"} 1\n"),
+            "a's one episode at a time: {text}"
+        );
         drop(flood);
     });
     let _ = child.kill();

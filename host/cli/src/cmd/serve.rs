@@ -1390,6 +1390,16 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
                 "Requests of the tenant in flight.",
             ),
             (
+                "tenant_episodes_in_flight",
+                "gauge",
+                "Episodes of the tenant running now (max_episodes_in_flight).",
+            ),
+            (
+                "tenant_reward_calls_in_flight",
+                "gauge",
+                "Reward and /run_code calls of the tenant in the sandbox pool now (max_reward_calls_in_flight).",
+            ),
+            (
                 "tenant_out_of_time_total",
                 "counter",
                 "Requests answered 429 for want of sandbox time (sandbox_seconds_per_minute).",
@@ -1420,6 +1430,8 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
                     "tenant_queue_wait_seconds_total" => {
                         (u.queue_wait_us.load(Ordering::Relaxed) as f64 / 1e6).to_string()
                     }
+                    "tenant_episodes_in_flight" => t.episodes_in_flight().to_string(),
+                    "tenant_reward_calls_in_flight" => app.gate.holding(&t.name).to_string(),
                     _ => t.in_flight().to_string(),
                 };
                 text.push_str(&format!("rollbox_{name}{{tenant=\"{}\"}} {v}\n", t.name));
