@@ -331,7 +331,8 @@ impl Tenants {
 
 /// Turns between tenants for the sandbox pool, shared by time: at most `n` calls pass at
 /// once, and a place that frees goes to the waiting tenant whose calls have used the least
-/// time (ties: the next by name after the last served). A tenant whose calls each run to a
+/// time, counting the time so far of its calls in flight (ties: the next by name after the
+/// last served). A tenant whose calls each run to a
 /// long timeout thus takes no more of the pool's time than one whose calls are quick, and a
 /// tenant with thousands of calls queued delays another's next call by at most one call per
 /// place. A tenant that starts waiting again begins at the least time of those waiting, so
@@ -341,37 +342,73 @@ pub struct FairGate {
     state: Mutex<GateState>,
 }
 
-type Turn = tokio::sync::oneshot::Sender<()>;
+/// A waiting call's place, handed over with the moment it was taken.
+type Turn = tokio::sync::oneshot::Sender<Instant>;
 
 struct GateState {
     free: usize,
     waiting: std::collections::BTreeMap<Arc<str>, std::collections::VecDeque<Turn>>,
-    /// Time each tenant's calls have held a place.
+    /// Time each tenant's finished calls held a place.
     used: HashMap<Arc<str>, Duration>,
-    /// Places each tenant holds now, and the most it may hold.
-    holding: HashMap<Arc<str>, (usize, usize)>,
+    /// Places each tenant holds now.
+    holding: HashMap<Arc<str>, Held>,
     /// The tenant served last.
     last: Arc<str>,
+    /// What the places' start times in [`Held::started_ns`] count from.
+    base: Instant,
+}
+
+/// The places one tenant holds: how many, the most it may, and the sum of the moments they
+/// were taken (ns after [`GateState::base`]), so the time its calls in flight have held them
+/// is `n * now - started_ns` without a list.
+#[derive(Clone, Copy)]
+struct Held {
+    n: usize,
+    cap: usize,
+    started_ns: u128,
 }
 
 impl GateState {
     /// Whether `tenant` may take another place (it holds fewer than its cap).
     fn under_cap(&self, tenant: &Arc<str>) -> bool {
-        self.holding.get(tenant).is_none_or(|&(n, cap)| n < cap)
+        self.holding.get(tenant).is_none_or(|h| h.n < h.cap)
     }
 
-    fn take(&mut self, tenant: &Arc<str>) {
-        self.holding
-            .entry(tenant.clone())
-            .or_insert((0, usize::MAX))
-            .0 += 1;
+    fn ns(&self, at: Instant) -> u128 {
+        at.saturating_duration_since(self.base).as_nanos()
+    }
+
+    /// The time `tenant`'s calls have held places as of `now`: its finished calls' and the
+    /// time so far of those in flight (a call that spins to a long timeout counts while it
+    /// spins, not only once it ends).
+    fn used_at(&self, tenant: &Arc<str>, now: Instant) -> Duration {
+        let done = self.used.get(tenant).copied().unwrap_or_default();
+        let running = self.holding.get(tenant).map_or(0, |h| {
+            (h.n as u128 * self.ns(now)).saturating_sub(h.started_ns)
+        });
+        done + Duration::from_nanos(u64::try_from(running).unwrap_or(u64::MAX))
+    }
+
+    fn take(&mut self, tenant: &Arc<str>, at: Instant) {
+        let ns = self.ns(at);
+        let h = self.holding.entry(tenant.clone()).or_insert(Held {
+            n: 0,
+            cap: usize::MAX,
+            started_ns: 0,
+        });
+        h.n += 1;
+        h.started_ns += ns;
         self.last = tenant.clone();
     }
 
-    fn give_back(&mut self, tenant: &Arc<str>) {
+    /// Return a place `tenant` took at `since`, counting the time it held it.
+    fn give_back(&mut self, tenant: &Arc<str>, since: Instant) {
+        let ns = self.ns(since);
         if let Some(h) = self.holding.get_mut(tenant) {
-            h.0 = h.0.saturating_sub(1);
+            h.n = h.n.saturating_sub(1);
+            h.started_ns = h.started_ns.saturating_sub(ns);
         }
+        *self.used.entry(tenant.clone()).or_default() += since.elapsed();
     }
 }
 
@@ -392,6 +429,7 @@ impl FairGate {
                 used: HashMap::new(),
                 holding: HashMap::new(),
                 last: Arc::from(""),
+                base: Instant::now(),
             }),
         })
     }
@@ -400,51 +438,65 @@ impl FairGate {
     pub async fn enter(self: &Arc<Self>, tenant: &Arc<str>, cap: usize) -> GatePass {
         let turn = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            s.holding.entry(tenant.clone()).or_insert((0, cap)).1 = cap.max(1);
+            let now = Instant::now();
+            s.holding
+                .entry(tenant.clone())
+                .or_insert(Held {
+                    n: 0,
+                    cap,
+                    started_ns: 0,
+                })
+                .cap = cap.max(1);
             let others_first = s.waiting.keys().any(|t| s.under_cap(t));
             if s.free > 0 && !others_first && s.under_cap(tenant) {
                 s.free -= 1;
-                s.take(tenant);
-                None
+                s.take(tenant, now);
+                Err(now)
             } else {
                 if !s.waiting.contains_key(tenant) {
+                    // Level with the least finished time of those waiting: time left unused
+                    // is not banked (the time of their calls in flight still counts for them).
                     let floor = s
                         .waiting
                         .keys()
-                        .filter_map(|t| s.used.get(t))
-                        .min()
-                        .copied();
+                        .map(|t| s.used.get(t).copied().unwrap_or_default())
+                        .min();
                     let used = s.used.entry(tenant.clone()).or_default();
                     *used = (*used).max(floor.unwrap_or_default());
                 }
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 s.waiting.entry(tenant.clone()).or_default().push_back(tx);
-                Some(rx)
+                Ok(rx)
             }
         };
-        if let Some(rx) = turn {
-            let mut waiter = Waiter {
-                rx: Some(rx),
-                gate: self.clone(),
-                tenant: tenant.clone(),
-            };
-            if let Some(rx) = waiter.rx.as_mut() {
-                let _ = rx.await;
+        let since = match turn {
+            Err(now) => now,
+            Ok(rx) => {
+                let mut waiter = Waiter {
+                    rx: Some(rx),
+                    gate: self.clone(),
+                    tenant: tenant.clone(),
+                };
+                let since = match waiter.rx.as_mut() {
+                    Some(rx) => rx.await.unwrap_or_else(|_| Instant::now()),
+                    None => Instant::now(),
+                };
+                // Handed a place: it is this pass's now.
+                waiter.rx = None;
+                since
             }
-            // Handed a place: it is this pass's now.
-            waiter.rx = None;
-        }
+        };
         GatePass {
             gate: self.clone(),
             tenant: tenant.clone(),
-            since: Instant::now(),
+            since,
         }
     }
 
     /// Places `tenant` holds now.
     pub fn holding(&self, tenant: &str) -> usize {
         let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.holding.get(tenant).map_or(0, |&(n, _)| n)
+        s.holding.get(tenant).map_or(0, |h| h.n)
     }
 
     /// Give free places to the waiting tenants under their caps, the one that has used the
@@ -452,27 +504,24 @@ impl FairGate {
     fn hand_on(&self) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         while s.free > 0 {
-            let least = s
+            let now = Instant::now();
+            // Each waiting tenant under its cap, with the time its calls have held places.
+            let candidates: Vec<(Arc<str>, Duration)> = s
                 .waiting
                 .keys()
                 .filter(|t| s.under_cap(t))
-                .map(|t| s.used.get(t).copied().unwrap_or_default())
-                .min();
-            let Some(least) = least else {
+                .map(|t| (t.clone(), s.used_at(t, now)))
+                .collect();
+            let Some(least) = candidates.iter().map(|(_, u)| *u).min() else {
                 return;
             };
-            let next_up = |t: &Arc<str>| {
-                s.under_cap(t) && s.used.get(t).copied().unwrap_or_default() == least
-            };
-            let next = s
-                .waiting
-                .range::<Arc<str>, _>((
-                    std::ops::Bound::Excluded(s.last.clone()),
-                    std::ops::Bound::Unbounded,
-                ))
+            // Ties: the next by name after the last served, round the ring.
+            let next = candidates
+                .iter()
+                .filter(|(_, u)| *u == least)
                 .map(|(t, _)| t)
-                .find(|t| next_up(t))
-                .or_else(|| s.waiting.keys().find(|t| next_up(t)))
+                .find(|t| **t > s.last)
+                .or_else(|| candidates.iter().find(|(_, u)| *u == least).map(|(t, _)| t))
                 .cloned()
                 .expect("a tenant uses the least");
             let queue = s.waiting.get_mut(&next).expect("listed");
@@ -481,21 +530,18 @@ impl FairGate {
                 s.waiting.remove(&next);
             }
             // A waiter whose request was dropped (client gone) is skipped.
-            if tx.send(()).is_ok() {
+            if tx.send(now).is_ok() {
                 s.free -= 1;
-                s.take(&next);
+                s.take(&next, now);
             }
         }
     }
 
-    /// Return a place `tenant` held and hand it on.
-    fn release(&self, tenant: &Arc<str>, held: Option<Duration>) {
+    /// Return a place `tenant` took at `since` and hand it on.
+    fn release(&self, tenant: &Arc<str>, since: Instant) {
         {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(d) = held {
-                *s.used.entry(tenant.clone()).or_default() += d;
-            }
-            s.give_back(tenant);
+            s.give_back(tenant, since);
             s.free += 1;
         }
         self.hand_on();
@@ -505,7 +551,7 @@ impl FairGate {
 /// A call waiting for its turn; if it is dropped (its request went away) after a place was
 /// handed to it, the place goes on to the next.
 struct Waiter {
-    rx: Option<tokio::sync::oneshot::Receiver<()>>,
+    rx: Option<tokio::sync::oneshot::Receiver<Instant>>,
     gate: Arc<FairGate>,
     tenant: Arc<str>,
 }
@@ -514,8 +560,8 @@ impl Drop for Waiter {
     fn drop(&mut self) {
         if let Some(mut rx) = self.rx.take() {
             rx.close();
-            if rx.try_recv().is_ok() {
-                self.gate.release(&self.tenant, None);
+            if let Ok(since) = rx.try_recv() {
+                self.gate.release(&self.tenant, since);
             }
         }
     }
@@ -523,7 +569,7 @@ impl Drop for Waiter {
 
 impl Drop for GatePass {
     fn drop(&mut self) {
-        self.gate.release(&self.tenant, Some(self.since.elapsed()));
+        self.gate.release(&self.tenant, self.since);
     }
 }
 
@@ -916,6 +962,38 @@ mod tests {
             *order.lock().expect("order"),
             ["quick", "quick", "quick", "slow", "slow"]
         );
+    }
+
+    #[tokio::test]
+    async fn the_gate_counts_calls_in_flight() {
+        let (slow, quick) = (Arc::<str>::from("slow"), Arc::<str>::from("quick"));
+        let gate = FairGate::new(3);
+        // `slow` holds two places with calls still running, `quick` one.
+        let s1 = gate.enter(&slow, usize::MAX).await;
+        let s2 = gate.enter(&slow, usize::MAX).await;
+        let q1 = gate.enter(&quick, usize::MAX).await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for n in [&quick, &slow] {
+            let (gate, order, n) = (gate.clone(), order.clone(), n.clone());
+            tasks.push(tokio::spawn(async move {
+                let _pass = gate.enter(&n, usize::MAX).await;
+                order.lock().expect("order").push(n.to_string());
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }));
+            tokio::task::yield_now().await;
+        }
+        // `quick`'s call ends after 20 ms; `slow`'s two have held theirs 40 ms together and
+        // go on: the freed place is `quick`'s, though `slow` has finished no call yet.
+        drop(q1);
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        assert_eq!(*order.lock().expect("order"), ["quick"]);
+        drop((s1, s2));
+        for t in tasks {
+            t.await.expect("task");
+        }
+        assert_eq!(*order.lock().expect("order"), ["quick", "slow"]);
     }
 
     #[tokio::test]

@@ -1134,9 +1134,9 @@ fn serve_holds_tenants_to_their_components_and_time() {
 /// completion at a time (`b` may run no workflow: its own episodes are 403).
 /// `a`'s `max_episodes_in_flight = 1` keeps its episodes to one core
 /// of the two, so `b` never sees an error and its p99 stays within 1.5x its p99 alone plus
-/// 10 ms (measured: 2.6 ms alone, 8.3 ms beside the flood: the spinning guest still takes
-/// its core's time slices from the server's other threads; the 1.5x alone is not
-/// met at calls this short).
+/// 50 ms, for the other tests of this file running beside it (measured on a quiet machine:
+/// 2.6–3.6 ms alone, 2.8–8.3 ms beside the flood; 655 ms with the quota at 64: the spinning
+/// guests take the cores' time slices from the server's other threads).
 #[test]
 fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
     use sha2::Digest;
@@ -1228,7 +1228,7 @@ fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
         let text = String::from_utf8_lossy(&body).into_owned();
         eprintln!("b's p99 alone {alone:?}, beside a's episode flood {flooded:?}");
         assert!(
-            flooded <= alone.mul_f64(1.5) + std::time::Duration::from_millis(10),
+            flooded <= alone.mul_f64(1.5) + std::time::Duration::from_millis(50),
             "b's p99 {flooded:?} beside the flood, {alone:?} alone"
         );
         let used = text
