@@ -786,6 +786,24 @@ fn write_tenants(path: &std::path::Path, keys: &[&str]) {
     std::fs::write(path, text).expect("tenants file");
 }
 
+/// A tenants file in `dir` with tenants `a` and `b`, keyed `key-a` and `key-b`, each with
+/// the extra TOML lines given (quotas, components).
+fn two_tenants(dir: &std::path::Path, a: &str, b: &str) -> std::path::PathBuf {
+    use sha2::Digest;
+    let hash = |k: &str| hex::encode(sha2::Sha256::digest(k.as_bytes()));
+    let file = dir.join("tenants.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\"]\n{a}\n[[tenant]]\nname = \"b\"\nkey_sha256 = [\"{}\"]\n{b}\n",
+            hash("key-a"),
+            hash("key-b")
+        ),
+    )
+    .expect("tenants file");
+    file
+}
+
 /// `serve --tenants`: no key, a wrong key or another scheme is 401 with nothing run; a
 /// tenant at its requests in flight gets 429 with Retry-After while another tenant is served;
 /// its body and sample caps hold; `/metrics` counts per tenant; SIGHUP revokes a key left out
@@ -968,19 +986,12 @@ fn serve_admits_tenants_by_key_and_quota() {
 /// `/metrics` reports each.
 #[test]
 fn serve_holds_tenants_to_their_components_and_time() {
-    use sha2::Digest;
     let tmp = tempfile::tempdir().expect("tmp");
-    let file = tmp.path().join("tenants.toml");
-    let hash = |k: &str| hex::encode(sha2::Sha256::digest(k.as_bytes()));
-    std::fs::write(
-        &file,
-        format!(
-            "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\"]\nrewards = [\"spin\"]\ntools = []\ntimeout = \"500ms\"\nmax_reward_calls_in_flight = 1\nsandbox_seconds_per_minute = 1\n\n[[tenant]]\nname = \"b\"\nkey_sha256 = [\"{}\"]\n",
-            hash("key-a"),
-            hash("key-b")
-        ),
-    )
-    .expect("tenants file");
+    let file = two_tenants(
+        tmp.path(),
+        "rewards = [\"spin\"]\ntools = []\ntimeout = \"500ms\"\nmax_reward_calls_in_flight = 1\nsandbox_seconds_per_minute = 1",
+        "",
+    );
     let spin = format!("spin={},timeout=2s,retries=0", c::REWARD_SPIN);
     let python = format!("python={}", c::TOOL_CALCULATOR);
     let (mut child, addr) = start_serve(
@@ -1139,19 +1150,12 @@ fn serve_holds_tenants_to_their_components_and_time() {
 /// guests take the cores' time slices from the server's other threads).
 #[test]
 fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
-    use sha2::Digest;
     let tmp = tempfile::tempdir().expect("tmp");
-    let file = tmp.path().join("tenants.toml");
-    let hash = |k: &str| hex::encode(sha2::Sha256::digest(k.as_bytes()));
-    std::fs::write(
-        &file,
-        format!(
-            "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\"]\nmax_episodes_in_flight = 1\nmax_requests_in_flight = 8\n\n[[tenant]]\nname = \"b\"\nkey_sha256 = [\"{}\"]\nworkflows = []\n",
-            hash("key-a"),
-            hash("key-b")
-        ),
-    )
-    .expect("tenants file");
+    let file = two_tenants(
+        tmp.path(),
+        "max_episodes_in_flight = 1\nmax_requests_in_flight = 8",
+        "workflows = []",
+    );
     let (mut child, addr) = start_serve(
         &[
             "--tenants",
@@ -1457,20 +1461,7 @@ fn serve_speaks_tls_with_the_given_certificate() {
 #[test]
 fn serve_takes_tenants_in_turn_for_the_sandbox() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let file = tmp.path().join("tenants.toml");
-    {
-        use sha2::Digest;
-        let hash = |k: &str| hex::encode(sha2::Sha256::digest(k.as_bytes()));
-        std::fs::write(
-            &file,
-            format!(
-                "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\"]\n[[tenant]]\nname = \"b\"\nkey_sha256 = [\"{}\"]\n",
-                hash("key-a"),
-                hash("key-b")
-            ),
-        )
-        .expect("tenants file");
-    }
+    let file = two_tenants(tmp.path(), "", "");
     let spin = format!("spin={},timeout=300ms,retries=0", c::REWARD_SPIN);
     let (mut child, addr) = start_serve(
         &[
