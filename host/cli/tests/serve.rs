@@ -182,6 +182,15 @@ fn serve_answers_episodes_version_health_and_metrics() {
             assert_eq!(code, 400, "{text}");
             assert!(text.contains(says), "{text}");
         }
+        // 100 rows x 1,024 samples: refused before any episode runs.
+        let many = json!({"rows": vec![json!({"x": 1}); 100], "n_samples": 1024});
+        let (code, body) = http(&addr, "POST", "/v1/episodes", &many.to_string());
+        let text = String::from_utf8_lossy(&body).into_owned();
+        assert_eq!(code, 413, "{text}");
+        assert!(
+            text.contains("at most 65536 episodes per request"),
+            "{text}"
+        );
         // Hostile clients (issue 15): a negative version, a declared body over the cap
         // (refused before it is sent), a body shorter than declared, and a connection that
         // never sends its headers (closed after the header-read timeout).

@@ -341,10 +341,20 @@ fn forbidden(caller: &Caller, kind: &str, name: &str) -> Option<Response> {
             format!(
                 "tenant `{}` may not use the {kind} `{name}` (its {kind}s: {}); the operator adds it to the tenant's `{kind}s` in the --tenants file",
                 t.name,
-                list.as_deref().map_or("all".into(), |l| if l.is_empty() { "none".into() } else { l.join(", ") })
+                allowed_list(list)
             ),
         )
     })
+}
+
+/// A tenant's list of allowed names as a 403 names it: `all` when it has none, `none` when
+/// it is empty.
+fn allowed_list(list: &Option<Vec<String>>) -> String {
+    match list.as_deref() {
+        None => "all".into(),
+        Some([]) => "none".into(),
+        Some(l) => l.join(", "),
+    }
 }
 
 /// Time a client has to send a request's headers.
@@ -361,6 +371,8 @@ pub const MAX_ROWS_PER_REQUEST: usize = 16_384;
 pub const MAX_EPISODES_IN_FLIGHT: usize = 65_536;
 /// A `/v1/episodes` request's `config`, at most, bytes of JSON.
 pub const MAX_REQUEST_CONFIG_BYTES: usize = 1 << 20;
+/// Episodes (rows x samples) of one `/v1/episodes` request, at most.
+pub const MAX_EPISODES_PER_REQUEST: u64 = 65_536;
 /// A `/v1/episodes` request's `n_samples`, at most.
 pub const MAX_REQUEST_N_SAMPLES: u32 = 1024;
 /// What one request's rows may take once parsed (their JSON text and each row's bookkeeping):
@@ -504,6 +516,19 @@ async fn episodes(
             ),
         );
     }
+    // A request's own group size multiplies its rows: bound the episodes (and the batch the
+    // server holds for the answer) before any runs.
+    let n_samples = parsed.n_samples.unwrap_or(app.rollout.options.n_samples);
+    let episodes = (parsed.rows.len() as u64).checked_mul(u64::from(n_samples));
+    if episodes.is_none_or(|e| e > MAX_EPISODES_PER_REQUEST) {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{} rows x {n_samples} samples; at most {MAX_EPISODES_PER_REQUEST} episodes per request: send fewer rows or samples per request",
+                parsed.rows.len()
+            ),
+        );
+    }
     let mut rollout = app.rollout.clone();
     let workflow = parsed.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW);
     if let Some(Extension(t)) = &caller
@@ -514,13 +539,7 @@ async fn episodes(
             format!(
                 "tenant `{}` may not run the workflow `{workflow}` (its workflows: {}); the operator adds it to the tenant's `workflows` in the --tenants file",
                 t.name,
-                t.workflows
-                    .as_deref()
-                    .map_or("all".into(), |l| if l.is_empty() {
-                        "none".into()
-                    } else {
-                        l.join(", ")
-                    })
+                allowed_list(&t.workflows)
             ),
         );
     }
