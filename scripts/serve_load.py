@@ -2,7 +2,8 @@
 """Load on `rollbox serve`'s reward endpoint (`POST /v1/rewards`, the Rust `math` reward):
 requests/s, scored completions/s and request p50/p99 at each number of concurrent keep-alive
 connections and each batch size, then the same with two tenants, one of them hostile (its
-calls spin to their timeout). Python 3.11, stdlib only; the client is threads with one
+calls spin to their timeout), and the good tenant's single calls beside the hostile one's
+flood of episodes that fill their memory and spin to their timeout. Python 3.11, stdlib only; the client is threads with one
 connection each, so on a 2-core VM it shares the CPU with the server (said with the figures).
 
     cargo build --release -p rollbox
@@ -108,6 +109,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--spin", default=os.path.join(
         ROOT, "target/wasm-guests/wasm32-wasip2/guest/reward_spin.wasm"))
+    ap.add_argument("--loop", default=os.path.join(
+        ROOT, "target/wasm-guests/wasm32-wasip2/guest/adv_loop.wasm"))
     a = ap.parse_args()
     conns = [int(c) for c in a.connections.split(",")]
     batches = [int(b) for b in a.batches.split(",")]
@@ -133,11 +136,13 @@ def main():
         return
     for hostile_quota in ("", "max_reward_calls_in_flight = 1\n"):
         two_tenants(a, env, cache, hostile_quota)
+    for hostile_quota in ("max_episodes_in_flight = 1\n", ""):
+        episode_flood(a, env, cache, hostile_quota)
 
 
-def two_tenants(a, env, cache, hostile_quota):
-    """The good tenant's batches of 64 alone, then beside the hostile tenant's flood of
-    spinning calls; the hostile tenant's file entry gets `hostile_quota` too."""
+def tenants_file(cache, hostile_quota):
+    """Two tenants, `good` and `hostile` (keys `good-key`, `hostile-key`); the hostile one's
+    entry gets `hostile_quota` too."""
     keys = {"good": "good-key", "hostile": "hostile-key"}
     tenants = os.path.join(cache, "tenants.toml")
     with open(tenants, "w") as f:
@@ -145,6 +150,53 @@ def two_tenants(a, env, cache, hostile_quota):
             f.write(f'[[tenant]]\nname = "{name}"\nkey_sha256 = ["{hashlib.sha256(key.encode()).hexdigest()}"]\n'
                     "max_requests_in_flight = 256\n" + (hostile_quota if name == "hostile" else "") + "\n")
     os.chmod(tenants, 0o600)
+    return tenants
+
+
+def episode_flood(a, env, cache, hostile_quota):
+    """The issue's noisy neighbour: the good tenant's reward calls one at a time (batch 1, one
+    connection) alone, then while the hostile tenant floods with episodes that fill their
+    memory cap (64 MiB) and spin to their 1 s timeout."""
+    if not os.path.exists(a.loop):
+        print(f"episode flood: skipped ({a.loop} is built by `cargo test --workspace`)")
+        return
+    tenants = tenants_file(cache, 'max_memory = "64MiB"\n' + hostile_quota)
+    label = hostile_quota.strip() or "no episode quota"
+    print(f"two tenants, episode flood (hostile tenant with {label})")
+    proc, host, port = start(a.rollbox, [
+        "--tenants", tenants, "--workflow", a.loop, "--timeout", "1s", "--reward", "math=math",
+        "--engine", "embedded", "--max-connections-per-ip", "1024"], env)
+    floods = []
+    try:
+        good = {"Authorization": "Bearer good-key"}
+        payload = body(1)
+        load(host, port, 1, payload, 1.0, good)
+        alone = load(host, port, 1, payload, a.seconds, good)
+        report("  good alone, 1 connection batch 1", *alone, 1)
+        rows = json.dumps({"rows": [{"messages": [{"role": "user", "content": "x"}], "fill": True}] * 8,
+                           "n_samples": 4}).encode()
+        for _ in range(4):
+            conn = http.client.HTTPConnection(host, port, timeout=120)
+            conn.request("POST", "/v1/episodes", rows, {"Content-Type": "application/json",
+                                                        "Authorization": "Bearer hostile-key"})
+            floods.append(conn)
+        time.sleep(1.5)
+        beside = load(host, port, 1, payload, a.seconds, good)
+        report("  good beside 4 requests of 32 episodes filling 64 MiB and spinning", *beside, 1)
+        p99 = [sorted(l)[min(len(l) - 1, int(len(l) * 0.99))] for l, _, _ in (alone, beside) if l]
+        if len(p99) == 2:
+            print(f"  p99 beside / alone: {p99[1] / p99[0]:.2f}x")
+    finally:
+        proc.kill()
+        proc.wait()
+        for conn in floods:
+            conn.close()
+
+
+def two_tenants(a, env, cache, hostile_quota):
+    """The good tenant's batches of 64 alone, then beside the hostile tenant's flood of
+    spinning calls; the hostile tenant's file entry gets `hostile_quota` too."""
+    tenants = tenants_file(cache, hostile_quota)
     label = f"hostile tenant with {hostile_quota.strip()}" if hostile_quota else "no quota but the turns"
     print(f"two tenants ({label})")
     proc, host, port = start(a.rollbox, [

@@ -115,9 +115,31 @@ async fn groups_batches_and_the_concurrency_limit() {
     assert_eq!(stats["trajectories"], 30);
 }
 
+/// A backend that notes the name of each thread it is asked to generate on (the episode's).
+struct NotesThreads {
+    inner: Arc<rollbox_engines::testing::FakeBackend>,
+    threads: std::sync::Mutex<std::collections::BTreeSet<String>>,
+}
+
+#[async_trait::async_trait]
+impl InferenceBackend for NotesThreads {
+    fn name(&self) -> &'static str {
+        "notes-threads"
+    }
+
+    async fn generate(
+        &self,
+        request: rollbox_engines::GenerateRequest,
+    ) -> Result<rollbox_engines::GenerateResponse, rollbox_engines::EngineError> {
+        let name = std::thread::current().name().unwrap_or("").to_string();
+        self.threads.lock().expect("lock").insert(name);
+        self.inner.generate(request).await
+    }
+}
+
 /// Runs that share [`SharedEpisodes`] (a tenant's requests to `rollbox serve`) hold no more
-/// episodes in flight together than its slots, whatever each run's own `max_concurrent`, and
-/// add their episodes' time to it.
+/// episodes in flight together than its slots, whatever each run's own `max_concurrent`, add
+/// their episodes' time to it, and run their episodes on its threads.
 #[tokio::test]
 async fn runs_sharing_episodes_stay_within_the_shared_slots() {
     let (t1, t2) = (
@@ -128,9 +150,20 @@ async fn runs_sharing_episodes_stay_within_the_shared_slots() {
         .map(|i| json!({"rewards": [i, 1]}).to_string() + "\n")
         .collect();
     let gauge = Arc::new(rollbox_tests::fixed_backend(Duration::from_millis(20)));
+    let noted = Arc::new(NotesThreads {
+        inner: gauge.clone(),
+        threads: Default::default(),
+    });
+    let tenant = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("tenant-threads")
+        .enable_all()
+        .build()
+        .expect("runtime");
     let shared = SharedEpisodes {
         in_flight: Arc::new(tokio::sync::Semaphore::new(2)),
         sandbox_us: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        threads: Some(tenant.handle().clone()),
     };
     let options = RolloutOptions {
         n_samples: 2,
@@ -139,8 +172,8 @@ async fn runs_sharing_episodes_stay_within_the_shared_slots() {
         ..RolloutOptions::default()
     };
     let (a, b) = tokio::join!(
-        roll(&rows, options.clone(), t1.path(), gauge.clone()),
-        roll(&rows, options, t2.path(), gauge.clone()),
+        roll(&rows, options.clone(), t1.path(), noted.clone()),
+        roll(&rows, options, t2.path(), noted.clone()),
     );
     assert_eq!(a.episodes.get("accepted"), Some(&12));
     assert_eq!(b.episodes.get("accepted"), Some(&12));
@@ -154,6 +187,13 @@ async fn runs_sharing_episodes_stay_within_the_shared_slots() {
         2,
         "every slot came back"
     );
+    let threads = noted.threads.lock().expect("lock").clone();
+    assert_eq!(
+        threads,
+        std::collections::BTreeSet::from(["tenant-threads".to_string()]),
+        "every episode ran on the shared threads"
+    );
+    tenant.shutdown_background();
 }
 
 #[tokio::test]

@@ -7,4 +7,6 @@ pub mod alloc;
 pub mod cmd;
 pub mod config_file;
 pub mod limits;
+pub mod request_workflows;
 pub mod tenants;
+pub mod threads;

@@ -9,6 +9,8 @@
 //! rewards = ["math"]               # registered rewards it may call (default: all)
 //! tools = ["python"]               # registered tools (default: all); /run_code needs `python`
 //! workflows = ["default"]          # `default` (--workflow) and --extra-workflow names
+//! component_dirs = ["/srv/team-a"] # a request may name a workflow file beneath these
+//! component_sha256 = ["9f86...08"] # or one the server has compiled, as "sha256:HEX"
 //! timeout = "30s"                  # each episode and call, at most (never past the server's)
 //! max_memory = "1GiB"              # each episode's and call's memory, at most
 //! max_requests_in_flight = 8       # more get 429 with Retry-After
@@ -57,6 +59,10 @@ struct TenantEntry {
     rewards: Option<Vec<String>>,
     tools: Option<Vec<String>>,
     workflows: Option<Vec<String>>,
+    #[serde(default)]
+    component_dirs: Vec<PathBuf>,
+    #[serde(default)]
+    component_sha256: Vec<String>,
     timeout: Option<String>,
     max_memory: Option<String>,
     max_requests_in_flight: Option<usize>,
@@ -109,6 +115,9 @@ pub struct Usage {
     bucket: Mutex<Option<Bucket>>,
     /// Its episodes' slots, with the quota they were made for.
     episodes: Mutex<Option<(usize, Arc<tokio::sync::Semaphore>)>>,
+    /// The threads its sandboxes run on, made on first use (`None`: they could not be
+    /// started, and its sandboxes run on the server's workers).
+    threads: std::sync::OnceLock<Option<crate::threads::Threads>>,
 }
 
 /// Sandbox time left, as of `at`.
@@ -131,6 +140,10 @@ pub struct Tenant {
     pub tools: Option<Vec<String>>,
     /// Workflows it may run (`default` is `--workflow`; `None`: all).
     pub workflows: Option<Vec<String>>,
+    /// Directories its requests may load workflows from by path.
+    pub component_dirs: Vec<PathBuf>,
+    /// Content hashes (lowercase hex) of workflows its requests may name as `sha256:HEX`.
+    pub component_sha256: Vec<String>,
     /// Each of its episodes' and calls' time limit, at most (`None`: as the server registered).
     pub timeout: Option<Duration>,
     /// Each of its episodes' and calls' memory, at most, bytes (`None`: as registered).
@@ -245,6 +258,7 @@ impl Tenant {
         rollbox_rollout::SharedEpisodes {
             in_flight,
             sandbox_us: self.usage.sandbox_us.clone(),
+            threads: self.threads().map(|t| t.handle().clone()),
         }
     }
 
@@ -258,6 +272,22 @@ impl Tenant {
         slots
             .as_ref()
             .map_or(0, |(cap, s)| cap.saturating_sub(s.available_permits()))
+    }
+
+    /// The threads the tenant's sandboxes run on, one per core, started on first use; `None`
+    /// when they could not be started (logged once), and the caller runs them where it is.
+    pub fn threads(&self) -> Option<&crate::threads::Threads> {
+        self.usage
+            .threads
+            .get_or_init(|| {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                crate::threads::Threads::new(&self.name, cores)
+                    .inspect_err(|e| {
+                        tracing::warn!("{e:#}; its sandboxes run on the server's threads")
+                    })
+                    .ok()
+            })
+            .as_ref()
     }
 
     /// Count `d` of sandbox time against the tenant.
@@ -338,9 +368,18 @@ impl Tenants {
 /// place. A tenant that starts waiting again begins at the least time of those waiting, so
 /// time it left unused is not banked against the others. A tenant holding as many places as
 /// its cap (`max_reward_calls_in_flight`) is passed over until one of its calls ends.
+///
+/// With two places or more, the last free place is kept for a tenant that holds none and has
+/// asked for one within [`RESERVE_WINDOW`]: a tenant whose calls spin to a long timeout cannot
+/// fill the pool while another is calling, so the other's next call finds a place at once
+/// instead of waiting for a spinning call to end. A reserved place nobody takes within the
+/// window goes to those waiting.
 pub struct FairGate {
     state: Mutex<GateState>,
 }
+
+/// How long after a tenant last asked for a place the last free one is kept for it.
+pub const RESERVE_WINDOW: Duration = Duration::from_secs(1);
 
 /// A waiting call's place, handed over with the moment it was taken.
 type Turn = tokio::sync::oneshot::Sender<Instant>;
@@ -356,6 +395,10 @@ struct GateState {
     last: Arc<str>,
     /// What the places' start times in [`Held::started_ns`] count from.
     base: Instant,
+    /// Places in all.
+    places: usize,
+    /// When a task will next look again at places kept free for a reservation.
+    wake_at: Option<Instant>,
 }
 
 /// The places one tenant holds: how many, the most it may, and the sum of the moments they
@@ -366,12 +409,33 @@ struct Held {
     n: usize,
     cap: usize,
     started_ns: u128,
+    /// When it last asked for a place.
+    asked: Instant,
 }
 
 impl GateState {
     /// Whether `tenant` may take another place (it holds fewer than its cap).
     fn under_cap(&self, tenant: &Arc<str>) -> bool {
         self.holding.get(tenant).is_none_or(|h| h.n < h.cap)
+    }
+
+    /// Until when the last free place is kept from `tenant` for another that holds none and
+    /// asked within [`RESERVE_WINDOW`] (`None`: it is not).
+    fn reserved_from(&self, tenant: &Arc<str>, now: Instant) -> Option<Instant> {
+        if self.places < 2 || self.free > 1 {
+            return None;
+        }
+        self.holding
+            .iter()
+            .filter(|(t, h)| *t != tenant && h.n == 0)
+            .map(|(_, h)| h.asked + RESERVE_WINDOW)
+            .filter(|until| *until > now)
+            .max()
+    }
+
+    /// Whether `tenant` may take a free place now.
+    fn may_take(&self, tenant: &Arc<str>, now: Instant) -> bool {
+        self.under_cap(tenant) && self.reserved_from(tenant, now).is_none()
     }
 
     fn ns(&self, at: Instant) -> u128 {
@@ -395,6 +459,7 @@ impl GateState {
             n: 0,
             cap: usize::MAX,
             started_ns: 0,
+            asked: at,
         });
         h.n += 1;
         h.started_ns += ns;
@@ -430,6 +495,8 @@ impl FairGate {
                 holding: HashMap::new(),
                 last: Arc::from(""),
                 base: Instant::now(),
+                places: n.max(1),
+                wake_at: None,
             }),
         })
     }
@@ -439,16 +506,16 @@ impl FairGate {
         let turn = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
             let now = Instant::now();
-            s.holding
-                .entry(tenant.clone())
-                .or_insert(Held {
-                    n: 0,
-                    cap,
-                    started_ns: 0,
-                })
-                .cap = cap.max(1);
-            let others_first = s.waiting.keys().any(|t| s.under_cap(t));
-            if s.free > 0 && !others_first && s.under_cap(tenant) {
+            let held = s.holding.entry(tenant.clone()).or_insert(Held {
+                n: 0,
+                cap,
+                started_ns: 0,
+                asked: now,
+            });
+            held.cap = cap.max(1);
+            held.asked = now;
+            let others_first = s.waiting.keys().any(|t| s.may_take(t, now));
+            if s.free > 0 && !others_first && s.may_take(tenant, now) {
                 s.free -= 1;
                 s.take(tenant, now);
                 Err(now)
@@ -466,12 +533,16 @@ impl FairGate {
                 }
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 s.waiting.entry(tenant.clone()).or_default().push_back(tx);
-                Ok(rx)
+                // A place kept free for another tenant: look again when that ends.
+                Ok((rx, s.free > 0))
             }
         };
         let since = match turn {
             Err(now) => now,
-            Ok(rx) => {
+            Ok((rx, kept_free)) => {
+                if kept_free {
+                    self.hand_on();
+                }
                 let mut waiter = Waiter {
                     rx: Some(rx),
                     gate: self.clone(),
@@ -499,20 +570,41 @@ impl FairGate {
         s.holding.get(tenant).map_or(0, |h| h.n)
     }
 
-    /// Give free places to the waiting tenants under their caps, the one that has used the
-    /// least time first; keep the rest free.
-    fn hand_on(&self) {
+    /// Give free places to the waiting tenants that may take one, the one that has used the
+    /// least time first; keep the rest free (and look again when a reservation that keeps a
+    /// waiting tenant out ends).
+    fn hand_on(self: &Arc<Self>) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         while s.free > 0 {
             let now = Instant::now();
-            // Each waiting tenant under its cap, with the time its calls have held places.
+            // Each waiting tenant that may take a place, with the time its calls have held
+            // places.
             let candidates: Vec<(Arc<str>, Duration)> = s
                 .waiting
                 .keys()
-                .filter(|t| s.under_cap(t))
+                .filter(|t| s.may_take(t, now))
                 .map(|t| (t.clone(), s.used_at(t, now)))
                 .collect();
             let Some(least) = candidates.iter().map(|(_, u)| *u).min() else {
+                let reserved = s
+                    .waiting
+                    .keys()
+                    .filter(|t| s.under_cap(t))
+                    .filter_map(|t| s.reserved_from(t, now))
+                    .min();
+                // (Outside a runtime, the next call that enters or ends hands it on.)
+                if let Some(until) = reserved
+                    && s.wake_at.is_none_or(|w| w <= now || w > until)
+                    && let Ok(runtime) = tokio::runtime::Handle::try_current()
+                {
+                    s.wake_at = Some(until);
+                    let gate = self.clone();
+                    runtime.spawn(async move {
+                        tokio::time::sleep_until(until.into()).await;
+                        gate.state.lock().unwrap_or_else(|p| p.into_inner()).wake_at = None;
+                        gate.hand_on();
+                    });
+                }
                 return;
             };
             // Ties: the next by name after the last served, round the ring.
@@ -538,7 +630,7 @@ impl FairGate {
     }
 
     /// Return a place `tenant` took at `since` and hand it on.
-    fn release(&self, tenant: &Arc<str>, since: Instant) {
+    fn release(self: &Arc<Self>, tenant: &Arc<str>, since: Instant) {
         {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
             s.give_back(tenant, since);
@@ -750,6 +842,27 @@ fn read(
                 "{what}: tenant {name:?} has a zero timeout or max_memory: give a positive one (or leave it out)"
             );
         }
+        for d in &t.component_dirs {
+            let plain = d
+                .components()
+                .all(|c| !matches!(c, std::path::Component::ParentDir));
+            if !d.is_absolute() || !plain {
+                bail!(
+                    "{what}: tenant {name:?} component_dirs entry {} must be an absolute path without `..`",
+                    d.display()
+                );
+            }
+        }
+        let mut component_sha256 = Vec::with_capacity(t.component_sha256.len());
+        for h in &t.component_sha256 {
+            let h = h.trim().to_ascii_lowercase();
+            if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                bail!(
+                    "{what}: tenant {name:?} component_sha256 entry {h:?} is not 64 hex digits: give a component's sha256 (`rollbox inspect FILE` prints it)"
+                );
+            }
+            component_sha256.push(h);
+        }
         let usage = usage.get(&name).cloned().unwrap_or_default();
         tenants.push(Arc::new(Tenant {
             name,
@@ -757,6 +870,8 @@ fn read(
             rewards: t.rewards,
             tools: t.tools,
             workflows: t.workflows,
+            component_dirs: t.component_dirs,
+            component_sha256,
             timeout,
             max_memory_bytes,
             quota,
@@ -889,6 +1004,50 @@ mod tests {
         assert_eq!(b.quota.requests_in_flight, 4, "the default");
     }
 
+    /// Finding a key takes as long whichever tenant's it is, and as long as not finding one:
+    /// every key is compared, none is skipped once one matched. With 2,000 keys the compares
+    /// are most of the time taken (a stop at the first match would answer `a`'s first key in
+    /// a few hash-times and `b`'s, the last, after 2,000 compares); each case's best of 15
+    /// rounds, taken in turn, so the VM's noise falls on all three alike.
+    #[test]
+    fn finding_a_key_takes_as_long_whichever_it_is() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let a_keys: Vec<String> = (0..1999)
+            .map(|i| format!("\"{}\"", sha(&format!("a{i}"))))
+            .collect();
+        let path = write(
+            dir.path(),
+            &format!(
+                "[[tenant]]\nname = \"a\"\nkey_sha256 = [{}]\n\n[[tenant]]\nname = \"b\"\nkey_sha256 = [\"{}\"]\n",
+                a_keys.join(", "),
+                sha("b0")
+            ),
+        );
+        let t = Tenants::load(&path, SERVER, Registered::default()).expect("load");
+        let cases = [
+            ("Bearer a0", Some("a")),
+            ("Bearer b0", Some("b")),
+            ("Bearer c0", None),
+        ];
+        let mut best = [Duration::MAX; 3];
+        for _ in 0..15 {
+            for (i, (header, tenant)) in cases.iter().enumerate() {
+                let start = Instant::now();
+                for _ in 0..50 {
+                    let found = t.authenticate(Some(std::hint::black_box(header.as_bytes())));
+                    assert_eq!(found.map(|t| t.name.clone()).as_deref(), *tenant);
+                }
+                best[i] = best[i].min(start.elapsed());
+            }
+        }
+        let fastest = best.iter().min().expect("three cases");
+        let slowest = best.iter().max().expect("three cases");
+        assert!(
+            slowest.as_secs_f64() < fastest.as_secs_f64() * 1.5,
+            "a's first key, b's key, no key: {best:?}"
+        );
+    }
+
     #[tokio::test]
     async fn the_gate_takes_tenants_in_turn() {
         let name = |n: &str| -> Arc<str> { Arc::from(n) };
@@ -1017,9 +1176,43 @@ mod tests {
             .expect("a's next call passes once its first ends")
             .expect("task");
         drop((second, b1, b2));
-        // Every place came back: four calls of a tenant with no cap pass at once.
+        // Every place came back: four calls of a tenant with no cap pass (the fourth once
+        // `a`, which asked a moment ago, has not asked again within the reserve window).
         let all: Vec<_> = futures_all(&gate, &b, 4).await;
         assert_eq!(all.len(), 4);
+    }
+
+    /// With two places, a tenant whose calls spin cannot hold both while another tenant is
+    /// calling: the last place waits for the other's next call, and goes to the spinner once
+    /// the other has not asked for [`RESERVE_WINDOW`].
+    #[tokio::test]
+    async fn the_gate_keeps_the_last_place_for_a_tenant_calling() {
+        let (spin, calls) = (Arc::<str>::from("spin"), Arc::<str>::from("calls"));
+        let gate = FairGate::new(2);
+        drop(gate.enter(&calls, usize::MAX).await);
+        let s1 = gate.enter(&spin, usize::MAX).await;
+        let s2 = tokio::spawn({
+            let (gate, spin) = (gate.clone(), spin.clone());
+            async move { gate.enter(&spin, usize::MAX).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!s2.is_finished(), "the last place is kept for `calls`");
+        let c = tokio::time::timeout(Duration::from_millis(100), gate.enter(&calls, usize::MAX))
+            .await
+            .expect("`calls` finds its place at once");
+        drop(c);
+        let asked = Instant::now();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !s2.is_finished(),
+            "kept again for `calls`, which just called"
+        );
+        let s2 = tokio::time::timeout(Duration::from_secs(5), s2)
+            .await
+            .expect("the spinner gets it when `calls` stops asking")
+            .expect("task");
+        assert!(asked.elapsed() >= RESERVE_WINDOW - Duration::from_millis(50));
+        drop((s1, s2));
     }
 
     async fn futures_all(gate: &Arc<FairGate>, t: &Arc<str>, n: usize) -> Vec<GatePass> {

@@ -1162,7 +1162,7 @@ fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
     let tmp = tempfile::tempdir().expect("tmp");
     let file = two_tenants(
         tmp.path(),
-        "max_episodes_in_flight = 1\nmax_requests_in_flight = 8",
+        "max_episodes_in_flight = 1\nmax_requests_in_flight = 8\nmax_memory = \"64MiB\"",
         "workflows = []",
     );
     let (mut child, addr) = start_serve(
@@ -1213,11 +1213,10 @@ fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
         let _ = p99(20); // warm
         let (alone, codes) = p99(100);
         assert!(codes.iter().all(|&c| c == 200), "{codes:?}");
-        // Four requests of 8 rows x 4 samples, each episode spinning to its 1 s timeout: far
-        // more than the test lasts. They are sent and left open.
-        let rows =
-            json!({"rows": vec![json!({"messages": [{"role": "user", "content": "x"}]}); 8]})
-                .to_string();
+        // Four requests of 8 rows x 4 samples, each episode filling its 64 MiB and spinning to
+        // its 1 s timeout: far more than the test lasts. They are sent and left open.
+        let row = json!({"messages": [{"role": "user", "content": "x"}], "fill": true});
+        let rows = json!({"rows": vec![row; 8]}).to_string();
         let flood: Vec<std::net::TcpStream> = (0..4)
             .map(|_| {
                 use std::io::Write;
@@ -1254,13 +1253,167 @@ fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
             text.contains("rollbox_tenant_episodes_in_flight{tenant=\"a\"} 1\n"),
             "a's one episode at a time: {text}"
         );
+        // Each tenant's sandboxes ran on threads of its own, one per core.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(threads_named(child.id(), "rollbox-tenant"), 2 * cores);
+        // a's clients go away: its episodes stop (each would spin to its 1 s timeout, and
+        // the four requests' 128 episodes would take two minutes at one at a time).
         drop(flood);
+        let in_flight = || {
+            let (_, _, body) = http_with(&addr, "GET", "/metrics", &[b], "");
+            String::from_utf8_lossy(&body)
+                .lines()
+                .find_map(|l| l.strip_prefix("rollbox_tenant_episodes_in_flight{tenant=\"a\"} "))
+                .and_then(|v| v.parse::<u64>().ok())
+                .expect("a's gauge")
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while in_flight() > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a's episodes still run 5 s after its clients left"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        assert_eq!(in_flight(), 0, "no episode of a's started since");
     });
     let _ = child.kill();
     let _ = child.wait();
     if let Err(e) = result {
         std::panic::resume_unwind(e);
     }
+}
+
+/// Workflows a tenant's request brings (issue 38): a file beneath its `component_dirs`, read
+/// through no symbolic link, compiled once and named afterwards by any tenant allowed its
+/// hash; every other path or hash is refused, naming the setting.
+#[test]
+fn serve_runs_workflows_tenants_bring_by_path_or_hash() {
+    use sha2::Digest;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let team = tmp.path().join("team-a");
+    std::fs::create_dir_all(team.join("sub")).expect("dir");
+    let echo = std::fs::read(c::WORKFLOW_ECHO).expect("echo");
+    let sha = hex::encode(sha2::Sha256::digest(&echo));
+    std::fs::write(team.join("sub/echo.wasm"), &echo).expect("copy");
+    std::fs::write(tmp.path().join("outside.wasm"), &echo).expect("copy");
+    std::fs::write(team.join("notes.wasm"), b"not a component").expect("write");
+    std::os::unix::fs::symlink(tmp.path().join("outside.wasm"), team.join("link.wasm"))
+        .expect("link");
+    std::os::unix::fs::symlink(team.join("sub"), team.join("linked-dir")).expect("link");
+    let file = two_tenants(
+        tmp.path(),
+        &format!("component_dirs = [\"{}\"]", team.display()),
+        &format!("component_sha256 = [\"{}\"]", sha.to_uppercase()),
+    );
+    let (mut child, addr) = start_serve(
+        &[
+            "--tenants",
+            file.to_str().expect("path"),
+            "--workflow",
+            c::WORKFLOW_RLVR,
+        ],
+        tmp.path(),
+    );
+    let result = std::panic::catch_unwind(|| {
+        let (a, b) = ("Authorization: Bearer key-a", "Authorization: Bearer key-b");
+        let run = |key: &str, workflow: &str| -> (u16, String, Vec<u8>) {
+            let body = json!({
+                "rows": [{"input_ids": [1, 2, 3], "answer": "4"}],
+                "workflow": workflow,
+                "n_samples": 1,
+                "config": {"max_new_tokens": 2}
+            });
+            let (code, _, body) =
+                http_with(&addr, "POST", "/v1/episodes", &[key], &body.to_string());
+            (code, String::from_utf8_lossy(&body).into_owned(), body)
+        };
+        let by_hash = format!("sha256:{sha}");
+        // Not compiled yet: b must wait for a file to be named.
+        let (code, text, _) = run(b, &by_hash);
+        assert_eq!(code, 404, "{text}");
+        assert!(text.contains("name its file by path"), "{text}");
+        let path = team.join("sub/echo.wasm").display().to_string();
+        let (code, text, body) = run(a, &path);
+        assert_eq!(code, 200, "{text}");
+        let batch = tmp.path().join("brought.safetensors");
+        std::fs::write(&batch, &body).expect("write");
+        let loaded: Value = rollbox_tests::check_safetensors(&batch);
+        assert_eq!(loaded["metadata"]["workflow"], path.as_str());
+        assert_eq!(loaded["metadata"]["workflow_sha256"], sha.as_str());
+        assert_eq!(loaded["tensors"]["input_ids"]["shape"][0], 1);
+        // Now b may run it by its hash (listed in upper case: any case is one hash).
+        let (code, text, body) = run(b, &by_hash);
+        assert_eq!(code, 200, "{text}");
+        std::fs::write(&batch, &body).expect("write");
+        let loaded: Value = rollbox_tests::check_safetensors(&batch);
+        assert_eq!(loaded["metadata"]["workflow_sha256"], sha.as_str());
+        for (key, workflow, status, says) in [
+            (a, by_hash.clone(), 403, "component_sha256"),
+            (b, path.clone(), 403, "component_dirs (none)"),
+            (
+                a,
+                tmp.path().join("outside.wasm").display().to_string(),
+                403,
+                "beneath one of its component_dirs",
+            ),
+            (
+                a,
+                format!("{}/../outside.wasm", team.display()),
+                403,
+                "without `..`",
+            ),
+            (
+                a,
+                team.join("link.wasm").display().to_string(),
+                422,
+                "symbolic link",
+            ),
+            (
+                a,
+                team.join("linked-dir/echo.wasm").display().to_string(),
+                422,
+                "symbolic link",
+            ),
+            (
+                a,
+                team.join("missing.wasm").display().to_string(),
+                422,
+                "cannot open",
+            ),
+            (
+                a,
+                team.join("notes.wasm").display().to_string(),
+                422,
+                "cannot be loaded",
+            ),
+            (
+                a,
+                team.display().to_string(),
+                403,
+                "beneath one of its component_dirs",
+            ),
+        ] {
+            let (code, text, _) = run(key, &workflow);
+            assert_eq!(code, status, "{workflow}: {text}");
+            assert!(text.contains(says), "{workflow}: {text}");
+        }
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
+/// How many of process `pid`'s threads are called `name`.
+fn threads_named(pid: u32, name: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the server's threads")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == name)
+        .count()
 }
 
 /// SIGTERM drains: no new connections, the request in flight is answered in full, then the

@@ -85,6 +85,9 @@ impl Rollout {
         };
         // The next row to run, read ahead by one so the end of the dataset is known.
         let mut next = next_row(&mut dataset, out, &mut tally, max_rows)?;
+        // A run stopped early (an error, or its future dropped: a `serve` client that went
+        // away) stops its groups' episodes too, rather than leaving them to run out unseen.
+        let mut groups = Aborting::default();
         let mut pending: Vec<KeptGroup> = Vec::new();
         let mut writer = Writer::default();
         let mut schema = None;
@@ -96,7 +99,7 @@ impl Rollout {
             while next.is_some() && staleness.capacity(version) > 0 {
                 let Some(row) = next.take() else { break };
                 staleness.running += 1;
-                self.spawn_group(row, &config, episodes.clone(), tx.clone());
+                groups.add(self.spawn_group(row, &config, episodes.clone(), tx.clone()));
                 next = next_row(&mut dataset, out, &mut tally, max_rows)?;
             }
             if pending.len() >= o.batch_size {
@@ -187,7 +190,7 @@ impl Rollout {
         config: &JsonText,
         episodes: Arc<Semaphore>,
         tx: mpsc::UnboundedSender<GroupResult>,
-    ) {
+    ) -> tokio::task::AbortHandle {
         let runtime = self.runtime.clone();
         let workflow = self.workflow.clone();
         let (n_samples, seed, limits) = (
@@ -199,19 +202,22 @@ impl Rollout {
         let shared = self.options.shared.clone();
         // The group counts as in flight from here (the controller's staleness accounting).
         let admitted = Instant::now();
-        tokio::spawn(async move {
+        let group = tokio::spawn(async move {
             let mut handles = Vec::with_capacity(n_samples as usize);
+            // Aborted with the group.
+            let mut running = Aborting::default();
             for s in 0..n_samples {
                 let Ok(permit) = episodes.clone().acquire_owned().await else {
                     return;
                 };
                 let shared_permit = match &shared {
                     Some(s) => match s.in_flight.clone().acquire_owned().await {
-                        Ok(p) => Some((p, s.sandbox_us.clone())),
+                        Ok(p) => Some((p, SandboxTime::from(s.sandbox_us.clone()))),
                         Err(_) => return,
                     },
                     None => None,
                 };
+                let threads = shared.as_ref().and_then(|s| s.threads.as_ref());
                 let request = EpisodeRequest {
                     id: format!("r{}-s{s}", row.index),
                     data: row.data.clone(),
@@ -221,16 +227,21 @@ impl Rollout {
                 };
                 let (runtime, workflow, limits) =
                     (runtime.clone(), workflow.clone(), limits.clone());
-                handles.push(tokio::spawn(async move {
+                let episode = async move {
                     let report = runtime.run_episode(&workflow, request, limits).await;
                     drop(permit);
-                    if let Some((p, sandbox_us)) = shared_permit {
+                    if let Some((p, time)) = shared_permit {
                         drop(p);
-                        let us = u64::try_from(report.wall.as_micros()).unwrap_or(u64::MAX);
-                        sandbox_us.fetch_add(us, std::sync::atomic::Ordering::Relaxed);
+                        time.add(report.wall);
                     }
                     (report, admitted.elapsed())
-                }));
+                };
+                let handle = match threads {
+                    Some(h) => h.spawn(episode),
+                    None => tokio::spawn(episode),
+                };
+                running.add(handle.abort_handle());
+                handles.push(handle);
             }
             let mut reports = Vec::with_capacity(handles.len());
             let mut admitted = Vec::with_capacity(handles.len());
@@ -249,6 +260,7 @@ impl Rollout {
                 admitted,
             });
         });
+        group.abort_handle()
     }
 
     /// Account a finished group; its kept episodes, or why it was dropped.
@@ -377,5 +389,67 @@ fn failure(f: &rollbox_runtime::GuestFault, hint: fn(&Setting) -> String) -> Str
     match f.setting() {
         Some(s) => format!("{}: {f}; {}", f.kind(), hint(&s)),
         None => format!("{}: {f}", f.kind()),
+    }
+}
+
+/// Tasks aborted when this is dropped (finished ones are let go as more are added).
+#[derive(Default)]
+struct Aborting {
+    tasks: Vec<tokio::task::AbortHandle>,
+    /// Past this many, the finished ones are let go (then it doubles from what is left).
+    prune_at: usize,
+}
+
+impl Aborting {
+    fn add(&mut self, task: tokio::task::AbortHandle) {
+        if self.tasks.len() >= self.prune_at.max(64) {
+            self.tasks.retain(|t| !t.is_finished());
+            self.prune_at = self.tasks.len() * 2;
+        }
+        self.tasks.push(task);
+    }
+}
+
+impl Drop for Aborting {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// An episode's time added to a shared counter: its wall time when it reports one, else
+/// (aborted) the time since its slot was taken, so stopping a run early does not hide the
+/// time its episodes used.
+struct SandboxTime {
+    to: Arc<std::sync::atomic::AtomicU64>,
+    since: Instant,
+    added: bool,
+}
+
+impl From<Arc<std::sync::atomic::AtomicU64>> for SandboxTime {
+    fn from(to: Arc<std::sync::atomic::AtomicU64>) -> Self {
+        SandboxTime {
+            to,
+            since: Instant::now(),
+            added: false,
+        }
+    }
+}
+
+impl SandboxTime {
+    fn add(mut self, wall: Duration) {
+        self.added = true;
+        let us = u64::try_from(wall.as_micros()).unwrap_or(u64::MAX);
+        self.to.fetch_add(us, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Drop for SandboxTime {
+    fn drop(&mut self) {
+        if !self.added {
+            let us = u64::try_from(self.since.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.to.fetch_add(us, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }

@@ -45,6 +45,8 @@ pub struct SharedEpisodes {
     pub in_flight: Arc<Semaphore>,
     /// Microseconds the runs' episodes have held a sandbox, summed.
     pub sandbox_us: Arc<AtomicU64>,
+    /// Where the episodes run (a tenant's own threads); `None`: on the caller's runtime.
+    pub threads: Option<tokio::runtime::Handle>,
 }
 
 /// The default [`RolloutOptions::hint`]: the setting by its key (`raise the `timeout` limit`).

@@ -31,6 +31,14 @@ pub enum ComponentSource {
         /// The component.
         bytes: &'static [u8],
     },
+    /// Bytes already read (with [`read_component`] from a descriptor the caller opened), shown
+    /// as `name`.
+    Read {
+        /// The file they were read from, for messages and [`ComponentInfo::path`].
+        name: PathBuf,
+        /// The component.
+        bytes: std::sync::Arc<[u8]>,
+    },
 }
 
 impl ComponentSource {
@@ -38,7 +46,7 @@ impl ComponentSource {
     pub fn name(&self) -> &Path {
         match self {
             ComponentSource::File(p) => p,
-            ComponentSource::Bytes { name, .. } => name,
+            ComponentSource::Bytes { name, .. } | ComponentSource::Read { name, .. } => name,
         }
     }
 }
@@ -126,7 +134,6 @@ impl ToolComponent {
 /// without reading from it: the file is opened non-blocking (a FIFO with no writer would block
 /// the open) and checked on the open descriptor, and the read is bounded even if the file grows.
 pub(crate) fn read_component_file(path: &Path) -> anyhow::Result<Vec<u8>> {
-    use std::io::Read as _;
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
@@ -137,6 +144,15 @@ pub(crate) fn read_component_file(path: &Path) -> anyhow::Result<Vec<u8>> {
     let file = options
         .open(path)
         .with_context(|| format!("cannot read component {}", path.display()))?;
+    read_component(file, path)
+}
+
+/// Read a component from `file`, already open (`path` names it in messages): it must be a
+/// regular file of at most [`MAX_COMPONENT_FILE_BYTES`], checked on the descriptor; the read
+/// is bounded even if the file grows. Open it non-blocking (`O_NONBLOCK`), so a FIFO put in
+/// its place cannot block the open.
+pub fn read_component(file: std::fs::File, path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read as _;
     let meta = file
         .metadata()
         .with_context(|| format!("cannot read component {}", path.display()))?;

@@ -74,6 +74,7 @@ pub use budget::{
 pub use canary::CanaryReport;
 pub use component::{
     ComponentInfo, ComponentSource, MAX_COMPONENT_FILE_BYTES, RewardComponent, ToolComponent,
+    read_component,
 };
 pub use episode::{
     EpisodeOutcome, EpisodeReport, EpisodeRequest, EpisodeSummary, JsonText, MAX_METADATA_BYTES,

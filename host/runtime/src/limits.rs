@@ -66,6 +66,19 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// These limits with `timeout` and `max_memory_bytes` lowered to the values given, never
+    /// raised (a shared server's tenant limits).
+    pub fn tightened(&self, timeout: Option<Duration>, max_memory_bytes: Option<u64>) -> Limits {
+        let mut limits = self.clone();
+        if let Some(t) = timeout {
+            limits.timeout = limits.timeout.min(t);
+        }
+        if let Some(m) = max_memory_bytes {
+            limits.max_memory_bytes = limits.max_memory_bytes.min(m);
+        }
+        limits
+    }
+
     /// The defaults for workflow episodes (`Limits::default()`), as a constant.
     pub const DEFAULT: Limits = Limits {
         max_memory_bytes: 512 << 20,

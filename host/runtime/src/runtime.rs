@@ -377,6 +377,7 @@ impl Runtime {
         let bytes = match source {
             ComponentSource::File(p) => std::borrow::Cow::Owned(read_component_file(p)?),
             ComponentSource::Bytes { bytes, .. } => std::borrow::Cow::Borrowed(*bytes),
+            ComponentSource::Read { bytes, .. } => std::borrow::Cow::Borrowed(&bytes[..]),
         };
         check_header(path, &bytes)?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
@@ -631,17 +632,10 @@ fn tighten<C: Clone>(
     timeout: Option<Duration>,
     max_memory_bytes: Option<u64>,
 ) -> crate::registry::Registered<C> {
-    let mut limits = (*reg.policy.limits).clone();
-    if let Some(t) = timeout {
-        limits.timeout = limits.timeout.min(t);
-    }
-    if let Some(m) = max_memory_bytes {
-        limits.max_memory_bytes = limits.max_memory_bytes.min(m);
-    }
     crate::registry::Registered {
         component: reg.component.clone(),
         policy: crate::CallPolicy {
-            limits: Arc::new(limits),
+            limits: Arc::new(reg.policy.limits.tightened(timeout, max_memory_bytes)),
             retries: reg.policy.retries,
         },
         fuel_metering: reg.fuel_metering,

@@ -131,7 +131,7 @@ mod tests {
         let math = find("reward", "math").expect("math");
         let bytes_of = |s: ComponentSource| match s {
             ComponentSource::Bytes { name, bytes } => (name, bytes),
-            ComponentSource::File(p) => panic!("a file: {}", p.display()),
+            other => panic!("not built in: {}", other.name().display()),
         };
         let (name, bytes) = bytes_of(resolve("reward", Path::new("math")).expect("built-in math"));
         assert_eq!((name.to_str(), bytes), (Some("builtin:math"), math.bytes));

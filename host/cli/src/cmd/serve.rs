@@ -133,10 +133,9 @@ fn valid_component_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
-/// A workflow a request may name: the component and its digest for the batch's provenance.
-struct NamedWorkflow {
-    component: Arc<rollbox_runtime::WorkflowComponent>,
-    sha256: String,
+/// Whether `path` may name a component file: absolute, at most 4,096 bytes, no NUL.
+fn valid_component_path(path: &str) -> bool {
+    path.starts_with('/') && path.len() <= 4096 && !path.contains('\0')
 }
 
 #[derive(Default)]
@@ -167,7 +166,9 @@ struct AppState {
     /// at once as the sandbox pool runs.
     gate: Arc<FairGate>,
     /// `--extra-workflow`s by name, compiled at start.
-    workflows: std::collections::BTreeMap<String, NamedWorkflow>,
+    workflows: std::collections::BTreeMap<String, Arc<rollbox_runtime::WorkflowComponent>>,
+    /// Workflows requests named by path or content hash, compiled once per content.
+    request_workflows: Arc<crate::request_workflows::RequestWorkflows>,
 }
 
 /// The tenant a request came from (none without `--tenants`).
@@ -193,6 +194,18 @@ async fn take_turn(gate: &Arc<FairGate>, caller: &Caller) -> crate::tenants::Gat
         t.usage.queue_wait_us.fetch_add(us, Ordering::Relaxed);
     }
     pass
+}
+
+/// Run `work` (a sandbox call and its turn) on the caller's tenant's threads
+/// ([`crate::threads`]), or where the request is handled without tenants.
+async fn on_tenant_threads<T: Send + 'static>(
+    caller: &Caller,
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    match caller.as_ref().and_then(|Extension(t)| t.threads()) {
+        Some(threads) => threads.spawn(work).await,
+        None => Ok(work.await),
+    }
 }
 
 /// The caller's tenant limits: each episode's and call's timeout and memory, at most.
@@ -531,37 +544,18 @@ async fn episodes(
     }
     let mut rollout = app.rollout.clone();
     let workflow = parsed.workflow.as_deref().unwrap_or(DEFAULT_WORKFLOW);
-    if let Some(Extension(t)) = &caller
-        && !t.may_workflow(workflow)
-    {
-        return error(
-            StatusCode::FORBIDDEN,
-            format!(
-                "tenant `{}` may not run the workflow `{workflow}` (its workflows: {}); the operator adds it to the tenant's `workflows` in the --tenants file",
-                t.name,
-                allowed_list(&t.workflows)
-            ),
-        );
-    }
-    if workflow != DEFAULT_WORKFLOW {
-        let Some(named) = app.workflows.get(workflow) else {
-            let mut names = vec![DEFAULT_WORKFLOW.to_string()];
-            names.extend(app.workflows.keys().cloned());
-            return error(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "no workflow named `{workflow}` (this server has: {}; the operator adds one with --extra-workflow NAME=PATH)",
-                    names.join(", ")
-                ),
-            );
-        };
-        rollout.workflow = named.component.clone();
-        rollout
-            .provenance
-            .insert("workflow_sha256".into(), named.sha256.clone());
-        rollout
-            .provenance
-            .insert("workflow".into(), workflow.to_string());
+    match chosen_workflow(&app, &caller, workflow).await {
+        Ok(None) => {}
+        Ok(Some(component)) => {
+            rollout
+                .provenance
+                .insert("workflow_sha256".into(), component.info().sha256.clone());
+            rollout
+                .provenance
+                .insert("workflow".into(), workflow.to_string());
+            rollout.workflow = component;
+        }
+        Err(answer) => return answer,
     }
     if let Some(config) = parsed.config {
         let mut merged = match rollout.config {
@@ -577,14 +571,7 @@ async fn episodes(
     if let Some(Extension(t)) = &caller {
         rollout.options.shared = Some(t.shared_episodes());
         if t.timeout.is_some() || t.max_memory_bytes.is_some() {
-            let mut limits = (*rollout.limits).clone();
-            if let Some(d) = t.timeout {
-                limits.timeout = limits.timeout.min(d);
-            }
-            if let Some(m) = t.max_memory_bytes {
-                limits.max_memory_bytes = limits.max_memory_bytes.min(m);
-            }
-            rollout.limits = Arc::new(limits);
+            rollout.limits = Arc::new(rollout.limits.tightened(t.timeout, t.max_memory_bytes));
         }
     }
     match run_rows(&app, &rollout, parsed.rows).await {
@@ -592,6 +579,132 @@ async fn episodes(
         Err(e) => {
             app.metrics.errors.fetch_add(1, Ordering::Relaxed);
             error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}"))
+        }
+    }
+}
+
+/// The workflow a `/v1/episodes` request names, if not the server's own (`None`): an
+/// `--extra-workflow` name, a path beneath its tenant's `component_dirs`, or `sha256:HEX`
+/// among its `component_sha256` (see [`crate::request_workflows`]); or the answer refusing it.
+/// A file's reading and compiling run on the tenant's threads, their time charged to it.
+async fn chosen_workflow(
+    app: &Arc<AppState>,
+    caller: &Caller,
+    workflow: &str,
+) -> Result<Option<Arc<rollbox_runtime::WorkflowComponent>>, Response> {
+    use crate::request_workflows::{HASH_PREFIX, beneath};
+    let tenant = caller.as_ref().map(|Extension(t)| t.clone());
+    let by_path = workflow.starts_with('/');
+    let by_hash = workflow.strip_prefix(HASH_PREFIX);
+    if (by_path || by_hash.is_some()) && tenant.is_none() {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "`workflow` {workflow:?} names a component by path or hash, which a server takes from tenants only (`component_dirs`, `component_sha256` in --tenants); name one of the server's workflows instead"
+            ),
+        ));
+    }
+    if let Some(sha) = by_hash {
+        let t = tenant.expect("checked above");
+        let sha = sha.to_ascii_lowercase();
+        if !t.component_sha256.contains(&sha) {
+            return Err(error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "tenant `{}` may not run the workflow {workflow} (it is not among its component_sha256); the operator adds the hash to the tenant's entry in the --tenants file",
+                    t.name
+                ),
+            ));
+        }
+        let own = std::iter::once(&app.rollout.workflow)
+            .chain(app.workflows.values())
+            .find(|w| w.info().sha256 == sha)
+            .cloned();
+        return match own.or_else(|| app.request_workflows.by_hash(&sha)) {
+            Some(w) => Ok(Some(w)),
+            None => Err(error(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "no workflow with sha256 {sha} is compiled on this server: name its file by path (beneath a tenant's component_dirs) once first"
+                ),
+            )),
+        };
+    }
+    if by_path {
+        let t = tenant.expect("checked above");
+        let path = std::path::PathBuf::from(workflow);
+        if beneath(&t.component_dirs, &path).is_none() {
+            let dirs: Vec<String> = t
+                .component_dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect();
+            return Err(error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "tenant `{}` may not load {workflow}: a path must be beneath one of its component_dirs ({}), without `..`; the operator lists them in the --tenants file",
+                    t.name,
+                    if dirs.is_empty() {
+                        "none".into()
+                    } else {
+                        dirs.join(", ")
+                    }
+                ),
+            ));
+        }
+        let (runtime, kept) = (app.rollout.runtime.clone(), app.request_workflows.clone());
+        let dirs = t.component_dirs.clone();
+        let load = move || {
+            let start = Instant::now();
+            (kept.load(&runtime, &dirs, &path), start.elapsed())
+        };
+        let loaded = match t.threads() {
+            Some(threads) => threads.handle().spawn_blocking(load).await,
+            None => tokio::task::spawn_blocking(load).await,
+        };
+        return match loaded {
+            Ok((loaded, took)) => {
+                t.charge(took);
+                loaded.map(Some).map_err(|e| {
+                    error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        format!("the workflow {workflow} cannot be loaded: {e:#}"),
+                    )
+                })
+            }
+            Err(e) => Err(error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("loading {workflow} failed: {e}"),
+            )),
+        };
+    }
+    if let Some(t) = &tenant
+        && !t.may_workflow(workflow)
+    {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            format!(
+                "tenant `{}` may not run the workflow `{workflow}` (its workflows: {}); the operator adds it to the tenant's `workflows` in the --tenants file",
+                t.name,
+                allowed_list(&t.workflows)
+            ),
+        ));
+    }
+    if workflow == DEFAULT_WORKFLOW {
+        return Ok(None);
+    }
+    match app.workflows.get(workflow) {
+        Some(named) => Ok(Some(named.clone())),
+        None => {
+            let mut names = vec![DEFAULT_WORKFLOW.to_string()];
+            names.extend(app.workflows.keys().cloned());
+            Err(error(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "no workflow named `{workflow}` (this server has: {}; the operator adds one with --extra-workflow NAME=PATH, a tenant's request may name a file beneath its component_dirs)",
+                    names.join(", ")
+                ),
+            ))
         }
     }
 }
@@ -718,10 +831,14 @@ fn parse_rows(body: &[u8]) -> Result<ParsedEpisodes, (StatusCode, String)> {
     }
     if let Some(w) = &request.workflow
         && !valid_component_name(w)
+        && !valid_component_path(w)
+        && !w
+            .strip_prefix(crate::request_workflows::HASH_PREFIX)
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
     {
         return Err((
             StatusCode::BAD_REQUEST,
-            "`workflow` must be a name of 1 to 64 letters, digits, '-', '_' or '.'".into(),
+            "`workflow` must be a name of 1 to 64 letters, digits, '-', '_' or '.', an absolute path of at most 4096 bytes, or sha256: and 64 hex digits".into(),
         ));
     }
     Ok(ParsedEpisodes {
@@ -871,18 +988,26 @@ async fn run_code(
         tighter(timeout, tenant_timeout),
         tighter(memory, tenant_memory),
     );
-    let turn = take_turn(&app.gate, &caller).await;
-    let called = runtime
-        .call_registered_tool_within(RUN_CODE_TOOL, args.to_string(), timeout, memory)
-        .await;
-    drop(turn);
-    if let Ok(c) = &called {
-        charge(&caller, c.wall);
-    }
-    let called = match called {
-        Ok(c) => c,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
+    let (gate, who) = (app.gate.clone(), caller.clone());
+    let call = async move {
+        let turn = take_turn(&gate, &who).await;
+        let called = runtime
+            .call_registered_tool_within(RUN_CODE_TOOL, args.to_string(), timeout, memory)
+            .await;
+        drop(turn);
+        called
     };
+    let called = match on_tenant_threads(&caller, call).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
+        Err(e) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the program's call failed: {e}"),
+            );
+        }
+    };
+    charge(&caller, called.wall);
     let seconds = called.wall.as_secs_f64();
     let answer = run_code_answer(called.result, seconds);
     if answer["status"] != "Success" {
@@ -1031,7 +1156,9 @@ async fn score_all(
     for (i, call) in calls.into_iter().enumerate() {
         let (runtime, name) = (runtime.clone(), name.to_string());
         let (gate, caller) = (app.gate.clone(), caller.clone());
-        set.spawn(async move {
+        let threads = caller.as_ref().and_then(|Extension(t)| t.threads());
+        let threads = threads.map(|t| t.handle().clone());
+        let task = async move {
             let (timeout, memory) = tenant_limits(&caller);
             let turn = take_turn(&gate, &caller).await;
             let called = runtime.score_within(&name, call, timeout, memory).await;
@@ -1040,7 +1167,12 @@ async fn score_all(
                 charge(&caller, c.wall);
             }
             (i, called)
-        });
+        };
+        // On the tenant's own threads (see `on_tenant_threads`).
+        match threads {
+            Some(h) => set.spawn_on(task, &h),
+            None => set.spawn(task),
+        };
     }
     let mut out: Vec<Option<rollbox_runtime::Called<f64>>> = (0..n).map(|_| None).collect();
     while let Some(joined) = set.join_next().await {
@@ -1510,12 +1642,10 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
             .runtime
             .load_workflow(&source)
             .with_context(|| format!("loading the workflow {name}={}", path.display()))?;
-        let sha256 = component.info().sha256.clone();
-        let named = NamedWorkflow {
-            component: Arc::new(component),
-            sha256,
-        };
-        if workflows.insert(name.clone(), named).is_some() {
+        if workflows
+            .insert(name.clone(), Arc::new(component))
+            .is_some()
+        {
             anyhow::bail!("--extra-workflow {name} is given twice: give each workflow one name");
         }
     }
@@ -1530,6 +1660,7 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         draining: std::sync::atomic::AtomicBool::new(false),
         gate: FairGate::new(pool),
         workflows,
+        request_workflows: Default::default(),
     });
     if let Some(tenants) = tenants {
         reload_on_sighup(tenants)?;

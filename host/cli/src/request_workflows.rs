@@ -1,0 +1,202 @@
+//! Workflows a `/v1/episodes` request brings by name (`rollbox serve --tenants`): a path under
+//! one of its tenant's `component_dirs`, or `sha256:HEX`, the content hash of one the server
+//! has compiled, when the hash is among the tenant's `component_sha256`.
+//!
+//! A path is opened one component at a time from the directory the operator listed, each with
+//! `O_NOFOLLOW` (a symlink anywhere below the directory is refused, so a link planted in a
+//! directory others can write cannot point the server at another file), a `..` refused before
+//! anything is opened; the file is read through that one descriptor (a regular file,
+//! at most [`rollbox_runtime::MAX_COMPONENT_FILE_BYTES`]) and what was read is what is hashed
+//! and compiled. A file is read again on every request that names it, so a new build is
+//! picked up; its compilation is kept by content hash (in memory, [`MAX_KEPT`] at most, and in
+//! the compiled-component cache on disk), shared by every tenant, so the same bytes are
+//! compiled once. Instances are never shared: each episode gets a fresh one.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::bail;
+use rollbox_runtime::{ComponentSource, Runtime, WorkflowComponent};
+use sha2::{Digest, Sha256};
+
+/// Compiled workflows kept in memory; past this the least recently named is dropped (a request
+/// running it keeps its copy).
+pub const MAX_KEPT: usize = 16;
+
+/// The `sha256:` prefix of a workflow named by content hash.
+pub const HASH_PREFIX: &str = "sha256:";
+
+/// The compiled workflows requests named, by the sha256 of their bytes.
+#[derive(Default)]
+pub struct RequestWorkflows {
+    kept: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    by_sha256: HashMap<String, (Arc<WorkflowComponent>, u64)>,
+    /// Counts requests; an entry's number is when it was last named.
+    clock: u64,
+}
+
+impl Kept {
+    fn get(&mut self, sha256: &str) -> Option<Arc<WorkflowComponent>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.by_sha256.get_mut(sha256).map(|(w, used)| {
+            *used = clock;
+            w.clone()
+        })
+    }
+
+    fn keep(&mut self, sha256: String, w: Arc<WorkflowComponent>) {
+        self.clock += 1;
+        if self.by_sha256.len() >= MAX_KEPT
+            && !self.by_sha256.contains_key(&sha256)
+            && let Some(oldest) = self
+                .by_sha256
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+        {
+            self.by_sha256.remove(&oldest);
+        }
+        self.by_sha256.insert(sha256, (w, self.clock));
+    }
+}
+
+impl RequestWorkflows {
+    /// The workflow whose bytes hash to `sha256` (lowercase hex), if one is kept.
+    pub fn by_hash(&self, sha256: &str) -> Option<Arc<WorkflowComponent>> {
+        self.lock().get(sha256)
+    }
+
+    /// Read the workflow at `path` (absolute, beneath one of `dirs`) and compile it, or take
+    /// the compilation kept for the same bytes. Blocking: file reads and compiling.
+    pub fn load(
+        &self,
+        runtime: &Runtime,
+        dirs: &[PathBuf],
+        path: &Path,
+    ) -> anyhow::Result<Arc<WorkflowComponent>> {
+        let Some((dir, relative)) = beneath(dirs, path) else {
+            bail!(
+                "{} is not in one of this tenant's component_dirs ({}); the operator lists the directories a tenant may load components from in the --tenants file",
+                path.display(),
+                dirs.iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        };
+        let file = open_beneath(dir, &relative).map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP | libc::ENOTDIR) => anyhow::anyhow!(
+                "{} is or passes through a symbolic link, refused below {} (or a file stands where a directory should)",
+                path.display(),
+                dir.display()
+            ),
+            _ => anyhow::anyhow!("cannot open {}: {e}", path.display()),
+        })?;
+        let bytes: Arc<[u8]> = rollbox_runtime::read_component(file, path)?.into();
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        if let Some(w) = self.by_hash(&sha256) {
+            return Ok(w);
+        }
+        let w = Arc::new(runtime.load_workflow(ComponentSource::Read {
+            name: path.to_path_buf(),
+            bytes,
+        })?);
+        self.lock().keep(sha256, w.clone());
+        Ok(w)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The directory of `dirs` that `path` lies beneath and the rest of `path` after it: only
+/// plain names (no `..`), at least one.
+pub fn beneath<'a>(dirs: &'a [PathBuf], path: &Path) -> Option<(&'a Path, PathBuf)> {
+    dirs.iter().find_map(|dir| {
+        let rest = path.strip_prefix(dir).ok()?;
+        let plain = rest.components().all(|c| matches!(c, Component::Normal(_)));
+        (plain && rest.components().next().is_some()).then(|| (dir.as_path(), rest.to_path_buf()))
+    })
+}
+
+/// Open `relative` (plain names only) beneath `dir`: each directory below `dir` and the file
+/// itself opened from the one before with `O_NOFOLLOW`, the file non-blocking.
+fn open_beneath(dir: &Path, relative: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let mut at: OwnedFd = std::fs::File::open(dir)?.into();
+    let names: Vec<_> = relative.components().collect();
+    for (i, name) in names.iter().enumerate() {
+        let last = i + 1 == names.len();
+        let name = std::ffi::CString::new(name.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        let flags = libc::O_RDONLY
+            | libc::O_NOFOLLOW
+            | libc::O_CLOEXEC
+            | if last {
+                libc::O_NONBLOCK
+            } else {
+                libc::O_DIRECTORY
+            };
+        // SAFETY: `at` is an open descriptor and `name` a NUL-terminated string; the result
+        // is checked before it is owned.
+        let fd = unsafe { libc::openat(at.as_raw_fd(), name.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        at = unsafe { OwnedFd::from_raw_fd(fd) };
+    }
+    Ok(at.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_beneath_a_listed_directory_only() {
+        let dirs = vec![PathBuf::from("/srv/a"), PathBuf::from("/srv/b/c")];
+        let rest = |p: &str| beneath(&dirs, Path::new(p)).map(|(d, r)| (d.to_path_buf(), r));
+        assert_eq!(
+            rest("/srv/a/x/w.wasm"),
+            Some((PathBuf::from("/srv/a"), PathBuf::from("x/w.wasm")))
+        );
+        assert_eq!(
+            rest("/srv/b/c/w.wasm").map(|(_, r)| r),
+            Some(PathBuf::from("w.wasm"))
+        );
+        for refused in [
+            "/srv/a",
+            "/srv/a/",
+            "/srv/a/../b/c/w.wasm",
+            "/srv/ab/w.wasm",
+            "/srv/b/w.wasm",
+            "srv/a/w.wasm",
+        ] {
+            assert_eq!(rest(refused), None, "{refused}");
+        }
+    }
+
+    #[test]
+    fn symlinks_below_the_directory_are_refused() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path().join("team");
+        std::fs::create_dir_all(dir.join("sub")).expect("dirs");
+        std::fs::write(dir.join("sub/w.wasm"), b"x").expect("write");
+        std::fs::write(tmp.path().join("secret"), b"s").expect("write");
+        std::os::unix::fs::symlink(tmp.path().join("secret"), dir.join("link.wasm")).expect("ln");
+        std::os::unix::fs::symlink(dir.join("sub"), dir.join("linkdir")).expect("ln");
+        assert!(open_beneath(&dir, Path::new("sub/w.wasm")).is_ok());
+        for refused in ["link.wasm", "linkdir/w.wasm", "missing.wasm"] {
+            assert!(open_beneath(&dir, Path::new(refused)).is_err(), "{refused}");
+        }
+    }
+}
