@@ -1150,13 +1150,13 @@ fn serve_holds_tenants_to_their_components_and_time() {
 }
 
 /// The noisy neighbour with episodes (issue 38): tenant `a` floods `/v1/episodes` with a
-/// workflow that spins to its 1 s timeout, from four connections, while `b` scores one
-/// completion at a time (`b` may run no workflow: its own episodes are 403).
-/// `a`'s `max_episodes_in_flight = 1` keeps its episodes to one core
-/// of the two, so `b` never sees an error and its p99 stays within 1.5x its p99 alone plus
-/// 50 ms, for the other tests of this file running beside it (measured on a quiet machine:
-/// 2.6–3.6 ms alone, 2.8–8.3 ms beside the flood; 655 ms with the quota at 64: the spinning
-/// guests take the cores' time slices from the server's other threads).
+/// workflow that fills its 64 MiB and spins to its 1 s timeout, from four connections, while
+/// `b` scores one completion at a time (`b` may run no workflow: its own episodes are 403).
+/// `a`'s `max_episodes_in_flight = 1` keeps its episodes to one core of the two and its
+/// sandboxes run on its own threads, so `b` never sees an error and its p99 stays within 1.5x
+/// its p99 alone plus 50 ms, for the other tests of this file running beside it (measured on
+/// a quiet machine, debug build: 0.7–1.2 ms alone, 1.8–3.1 ms beside the flood). When `a`'s
+/// clients leave, its episodes stop.
 #[test]
 fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
     let tmp = tempfile::tempdir().expect("tmp");

@@ -196,14 +196,25 @@ async fn take_turn(gate: &Arc<FairGate>, caller: &Caller) -> crate::tenants::Gat
     pass
 }
 
-/// Run `work` (a sandbox call and its turn) on the caller's tenant's threads
-/// ([`crate::threads`]), or where the request is handled without tenants.
+/// Run `work` (sandbox calls and their turns) on the caller's tenant's threads
+/// ([`crate::threads`]), or where the request is handled without tenants; stopped if the
+/// request is.
 async fn on_tenant_threads<T: Send + 'static>(
     caller: &Caller,
     work: impl std::future::Future<Output = T> + Send + 'static,
 ) -> Result<T, tokio::task::JoinError> {
+    /// Aborts the task if the request is dropped (its client went away) before it ends.
+    struct Aborting<T>(tokio::task::JoinHandle<T>);
+    impl<T> Drop for Aborting<T> {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
     match caller.as_ref().and_then(|Extension(t)| t.threads()) {
-        Some(threads) => threads.spawn(work).await,
+        Some(threads) => {
+            let mut task = Aborting(threads.spawn(work));
+            (&mut task.0).await
+        }
         None => Ok(work.await),
     }
 }
@@ -1141,24 +1152,59 @@ async fn parse_json<T: serde::de::DeserializeOwned + Send + 'static>(
     }
 }
 
-/// Score every call with the reward `name`, all at once (each in its own sandbox), in order;
-/// counted in the metrics. A call that faults is in its [`Called`]; the whole fails only when
-/// the host does.
+/// Score every call with the reward `name`, all at once (each in its own sandbox), in order,
+/// on the caller's tenant's threads; counted in the metrics. A call that faults is in its
+/// [`Called`]; the whole fails only when the host does.
 async fn score_all(
     app: &AppState,
     caller: &Caller,
     name: &str,
     calls: Vec<rollbox_runtime::RewardCall>,
 ) -> Result<Vec<rollbox_runtime::Called<f64>>, Response> {
-    let runtime = app.rollout.runtime.clone();
+    let n = calls.len();
+    let work = score_each(
+        app.rollout.runtime.clone(),
+        app.gate.clone(),
+        caller.clone(),
+        name.to_string(),
+        calls,
+    );
+    // One task on the tenant's threads, which spawns the calls there: a hop per request, not
+    // one per call.
+    let out = match on_tenant_threads(caller, work).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(message)) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, message)),
+        Err(e) => {
+            return Err(error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("a reward call failed: {e}"),
+            ));
+        }
+    };
+    let m = &app.metrics;
+    m.reward_samples.fetch_add(n as u64, Ordering::Relaxed);
+    m.reward_faults.fetch_add(
+        out.iter().filter(|c| c.result.is_err()).count() as u64,
+        Ordering::Relaxed,
+    );
+    Ok(out)
+}
+
+/// Score each call in a task of its own on this runtime, each taking its turn at the gate;
+/// the results in the calls' order, or what failed in the host.
+async fn score_each(
+    runtime: Arc<rollbox_runtime::Runtime>,
+    gate: Arc<FairGate>,
+    caller: Caller,
+    name: String,
+    calls: Vec<rollbox_runtime::RewardCall>,
+) -> Result<Vec<rollbox_runtime::Called<f64>>, String> {
     let n = calls.len();
     let mut set = tokio::task::JoinSet::new();
     for (i, call) in calls.into_iter().enumerate() {
-        let (runtime, name) = (runtime.clone(), name.to_string());
-        let (gate, caller) = (app.gate.clone(), caller.clone());
-        let threads = caller.as_ref().and_then(|Extension(t)| t.threads());
-        let threads = threads.map(|t| t.handle().clone());
-        let task = async move {
+        let (runtime, name) = (runtime.clone(), name.clone());
+        let (gate, caller) = (gate.clone(), caller.clone());
+        set.spawn(async move {
             let (timeout, memory) = tenant_limits(&caller);
             let turn = take_turn(&gate, &caller).await;
             let called = runtime.score_within(&name, call, timeout, memory).await;
@@ -1167,36 +1213,17 @@ async fn score_all(
                 charge(&caller, c.wall);
             }
             (i, called)
-        };
-        // On the tenant's own threads (see `on_tenant_threads`).
-        match threads {
-            Some(h) => set.spawn_on(task, &h),
-            None => set.spawn(task),
-        };
+        });
     }
     let mut out: Vec<Option<rollbox_runtime::Called<f64>>> = (0..n).map(|_| None).collect();
     while let Some(joined) = set.join_next().await {
         match joined {
             Ok((i, Ok(called))) => out[i] = Some(called),
-            Ok((_, Err(e))) => {
-                return Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")));
-            }
-            Err(e) => {
-                return Err(error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("a reward call failed: {e}"),
-                ));
-            }
+            Ok((_, Err(e))) => return Err(format!("{e:#}")),
+            Err(e) => return Err(format!("a reward call failed: {e}")),
         }
     }
-    let out: Vec<_> = out.into_iter().flatten().collect();
-    let m = &app.metrics;
-    m.reward_samples.fetch_add(n as u64, Ordering::Relaxed);
-    m.reward_faults.fetch_add(
-        out.iter().filter(|c| c.result.is_err()).count() as u64,
-        Ordering::Relaxed,
-    );
-    Ok(out)
+    Ok(out.into_iter().flatten().collect())
 }
 
 /// `POST /get_reward`: each sample scored by the reward named in `?reward=NAME` (or the only
