@@ -27,10 +27,25 @@ pub const MAX_KEPT: usize = 16;
 /// The `sha256:` prefix of a workflow named by content hash.
 pub const HASH_PREFIX: &str = "sha256:";
 
+/// Files read and compiled at once, server-wide: each holds up to 256 MiB read and its
+/// compilation's memory, so many requests naming large files wait their turn rather than
+/// holding them all at once.
+pub const MAX_LOADING: usize = 2;
+
 /// The compiled workflows requests named, by the sha256 of their bytes.
-#[derive(Default)]
 pub struct RequestWorkflows {
     kept: Mutex<Kept>,
+    /// Taken for each file read and compiled ([`MAX_LOADING`]).
+    pub loading: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for RequestWorkflows {
+    fn default() -> Self {
+        RequestWorkflows {
+            kept: Mutex::default(),
+            loading: Arc::new(tokio::sync::Semaphore::new(MAX_LOADING)),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -73,7 +88,8 @@ impl RequestWorkflows {
     }
 
     /// Read the workflow at `path` (absolute, beneath one of `dirs`) and compile it, or take
-    /// the compilation kept for the same bytes. Blocking: file reads and compiling.
+    /// the compilation kept for the same bytes. Blocking: file reads and compiling (hold a
+    /// [`RequestWorkflows::loading`] permit around it).
     pub fn load(
         &self,
         runtime: &Runtime,

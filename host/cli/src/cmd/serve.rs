@@ -665,9 +665,19 @@ async fn chosen_workflow(
         }
         let (runtime, kept) = (app.rollout.runtime.clone(), app.request_workflows.clone());
         let dirs = t.component_dirs.clone();
+        let Ok(permit) = app.request_workflows.loading.clone().acquire_owned().await else {
+            return Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting down".into(),
+            ));
+        };
+        // The permit goes with the work: held until the file is read and compiled, even if
+        // the request is gone by then.
         let load = move || {
             let start = Instant::now();
-            (kept.load(&runtime, &dirs, &path), start.elapsed())
+            let loaded = kept.load(&runtime, &dirs, &path);
+            drop(permit);
+            (loaded, start.elapsed())
         };
         let loaded = match t.threads() {
             Some(threads) => threads.handle().spawn_blocking(load).await,
