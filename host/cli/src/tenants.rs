@@ -564,6 +564,31 @@ impl FairGate {
         }
     }
 
+    /// Drop what the gate keeps of tenants not in `names` (a reload removed them) that hold
+    /// no place and wait for none; one with calls still in flight is kept until a later
+    /// reload.
+    pub fn forget_all_but(&self, names: &[String]) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let gone: Vec<Arc<str>> = s
+            .holding
+            .iter()
+            .filter(|(t, h)| h.n == 0 && !names.iter().any(|n| n.as_str() == &***t))
+            .map(|(t, _)| t.clone())
+            .filter(|t| !s.waiting.contains_key(t))
+            .collect();
+        for t in gone {
+            s.holding.remove(&t);
+            s.used.remove(&t);
+        }
+    }
+
+    /// Tenants the gate keeps anything of.
+    #[cfg(test)]
+    fn known(&self) -> usize {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.holding.len().max(s.used.len())
+    }
+
     /// Places `tenant` holds now.
     pub fn holding(&self, tenant: &str) -> usize {
         let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -1180,6 +1205,24 @@ mod tests {
         // `a`, which asked a moment ago, has not asked again within the reserve window).
         let all: Vec<_> = futures_all(&gate, &b, 4).await;
         assert_eq!(all.len(), 4);
+    }
+
+    /// A reload that removes tenants removes what the gate kept of them, but for one with a
+    /// call still in flight.
+    #[tokio::test]
+    async fn the_gate_forgets_removed_tenants() {
+        let gate = FairGate::new(4);
+        let names: Vec<Arc<str>> = ["a", "b", "c"].into_iter().map(Arc::from).collect();
+        for n in &names {
+            drop(gate.enter(n, usize::MAX).await);
+        }
+        let held = gate.enter(&names[2], usize::MAX).await;
+        assert_eq!(gate.known(), 3);
+        gate.forget_all_but(&["a".to_string()]);
+        assert_eq!(gate.known(), 2, "b is gone, c has a call in flight");
+        drop(held);
+        gate.forget_all_but(&["a".to_string()]);
+        assert_eq!(gate.known(), 1);
     }
 
     /// With two places, a tenant whose calls spin cannot hold both while another tenant is

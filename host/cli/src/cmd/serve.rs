@@ -1700,7 +1700,7 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         request_workflows: Default::default(),
     });
     if let Some(tenants) = tenants {
-        reload_on_sighup(tenants)?;
+        reload_on_sighup(tenants, app.gate.clone())?;
     }
     let router = Router::new()
         .route("/v1/episodes", post(episodes))
@@ -1837,14 +1837,18 @@ where
 }
 
 /// Read the tenants file again on every SIGHUP (a broken file leaves the tenants as they were).
-fn reload_on_sighup(tenants: Arc<Tenants>) -> anyhow::Result<()> {
+fn reload_on_sighup(tenants: Arc<Tenants>, gate: Arc<FairGate>) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hangups =
         signal(SignalKind::hangup()).map_err(|e| anyhow::anyhow!("listening for SIGHUP: {e}"))?;
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
             match tenants.reload() {
-                Ok(n) => tracing::info!("SIGHUP: the tenants file read again, {n} tenants"),
+                Ok(n) => {
+                    let names: Vec<String> = tenants.all().iter().map(|t| t.name.clone()).collect();
+                    gate.forget_all_but(&names);
+                    tracing::info!("SIGHUP: the tenants file read again, {n} tenants");
+                }
                 Err(e) => tracing::warn!("SIGHUP: {e:#}; the tenants stay as they were"),
             }
         }
