@@ -115,9 +115,10 @@ pub struct Usage {
     bucket: Mutex<Option<Bucket>>,
     /// Its episodes' slots, with the quota they were made for.
     episodes: Mutex<Option<(usize, Arc<tokio::sync::Semaphore>)>>,
-    /// The threads its sandboxes run on, made on first use (`None`: they could not be
-    /// started, and its sandboxes run on the server's workers).
+    /// The threads its calls and its episodes run on, made on first use (`None`: they could
+    /// not be started, and they run on the server's workers).
     threads: std::sync::OnceLock<Option<crate::threads::Threads>>,
+    episode_threads: std::sync::OnceLock<Option<crate::threads::Threads>>,
 }
 
 /// Sandbox time left, as of `at`.
@@ -258,7 +259,7 @@ impl Tenant {
         rollbox_rollout::SharedEpisodes {
             in_flight,
             sandbox_us: self.usage.sandbox_us.clone(),
-            threads: self.threads().map(|t| t.handle().clone()),
+            threads: self.episode_threads().map(|t| t.handle().clone()),
         }
     }
 
@@ -274,20 +275,31 @@ impl Tenant {
             .map_or(0, |(cap, s)| cap.saturating_sub(s.available_permits()))
     }
 
-    /// The threads the tenant's sandboxes run on, one per core, started on first use; `None`
-    /// when they could not be started (logged once), and the caller runs them where it is.
+    /// The threads the tenant's reward calls and `/run_code` programs run on, one per core,
+    /// started on first use; `None` when they could not be started (logged once), and the
+    /// caller runs them where it is.
     pub fn threads(&self) -> Option<&crate::threads::Threads> {
-        self.usage
-            .threads
-            .get_or_init(|| {
-                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                crate::threads::Threads::new(&self.name, cores)
-                    .inspect_err(|e| {
-                        tracing::warn!("{e:#}; its sandboxes run on the server's threads")
-                    })
-                    .ok()
-            })
-            .as_ref()
+        self.lane(&self.usage.threads, crate::threads::Lane::Calls)
+    }
+
+    /// The threads the tenant's episodes run on, at a lower priority than any call (see
+    /// [`crate::threads::Lane::Episodes`]); as [`Tenant::threads`] otherwise.
+    pub fn episode_threads(&self) -> Option<&crate::threads::Threads> {
+        self.lane(&self.usage.episode_threads, crate::threads::Lane::Episodes)
+    }
+
+    fn lane<'a>(
+        &'a self,
+        cell: &'a std::sync::OnceLock<Option<crate::threads::Threads>>,
+        lane: crate::threads::Lane,
+    ) -> Option<&'a crate::threads::Threads> {
+        cell.get_or_init(|| {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            crate::threads::Threads::new(&self.name, lane, cores)
+                .inspect_err(|e| tracing::warn!("{e:#}; they run on the server's threads"))
+                .ok()
+        })
+        .as_ref()
     }
 
     /// Count `d` of sandbox time against the tenant.

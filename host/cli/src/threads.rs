@@ -21,7 +21,30 @@ use anyhow::Context;
 /// Blocking-pool threads a tenant's runtime may start per worker thread.
 const BLOCKING_PER_WORKER: usize = 4;
 
-/// A tenant's threads: an async runtime its sandbox calls and episodes are spawned on.
+/// What a tenant's threads run: its request/response calls, or its episodes (batch work).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Reward calls and `/run_code` programs, at the server's priority.
+    Calls,
+    /// Episodes, at [`EPISODE_NICE`]: when a core is wanted by both, any call and the
+    /// server's own threads run first.
+    Episodes,
+}
+
+/// The nice value of the threads running episodes (the server's and the calls' are 0).
+pub const EPISODE_NICE: i32 = 10;
+
+impl Lane {
+    /// The threads' name (Linux keeps 15 bytes; the tenant's name is in the log instead).
+    pub fn thread_name(self) -> &'static str {
+        match self {
+            Lane::Calls => "rollbox-tenant",
+            Lane::Episodes => "rollbox-episode",
+        }
+    }
+}
+
+/// A tenant's threads: an async runtime its sandbox calls or its episodes are spawned on.
 #[derive(Debug)]
 pub struct Threads {
     /// Always `Some` until dropped.
@@ -29,18 +52,22 @@ pub struct Threads {
 }
 
 impl Threads {
-    /// `workers` threads named after the tenant.
-    pub fn new(tenant: &str, workers: usize) -> anyhow::Result<Self> {
+    /// `workers` threads for `tenant`'s `lane`.
+    pub fn new(tenant: &str, lane: Lane, workers: usize) -> anyhow::Result<Self> {
         let workers = workers.max(1);
-        // Thread names are cut at 15 bytes by Linux; the tenant's name is in the log instead.
-        let runtime = tokio::runtime::Builder::new_multi_thread()
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder
             .worker_threads(workers)
             .max_blocking_threads(workers * BLOCKING_PER_WORKER)
-            .thread_name("rollbox-tenant")
-            .enable_all()
+            .thread_name(lane.thread_name())
+            .enable_all();
+        if lane == Lane::Episodes {
+            builder.on_thread_start(|| lower_priority(EPISODE_NICE));
+        }
+        let runtime = builder
             .build()
             .with_context(|| format!("starting the threads of tenant `{tenant}`"))?;
-        tracing::debug!("tenant `{tenant}`: {workers} threads for its sandboxes");
+        tracing::debug!("tenant `{tenant}`: {workers} threads for its {lane:?}");
         Ok(Threads {
             runtime: Some(runtime),
         })
@@ -64,6 +91,16 @@ impl Threads {
     }
 }
 
+/// Set the calling thread's nice value to `nice` (Linux sets it per thread; raising it needs
+/// no privilege). A failure leaves the thread as it was.
+fn lower_priority(nice: i32) {
+    // SAFETY: gettid and setpriority take no pointers.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+    }
+}
+
 impl Drop for Threads {
     /// Stop the threads without waiting for them: dropping a runtime waits for its tasks,
     /// which may not be done inside another runtime (the server's).
@@ -82,7 +119,7 @@ mod tests {
     /// inside another runtime does not panic.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn tasks_run_on_the_tenants_threads() {
-        let threads = Threads::new("a", 2).expect("threads");
+        let threads = Threads::new("a", Lane::Calls, 2).expect("threads");
         let name = threads
             .spawn(async { std::thread::current().name().map(str::to_string) })
             .await

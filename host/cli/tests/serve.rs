@@ -1253,9 +1253,14 @@ fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
             text.contains("rollbox_tenant_episodes_in_flight{tenant=\"a\"} 1\n"),
             "a's one episode at a time: {text}"
         );
-        // Each tenant's sandboxes ran on threads of its own, one per core.
+        // Each tenant's sandboxes ran on threads of its own, one per core: b's calls at the
+        // server's priority, a's episodes at nice 10.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        assert_eq!(threads_named(child.id(), "rollbox-tenant"), 2 * cores);
+        assert_eq!(threads_named(child.id(), "rollbox-tenant"), vec![0; cores]);
+        assert_eq!(
+            threads_named(child.id(), "rollbox-episode"),
+            vec![10; cores]
+        );
         // a's clients go away: its episodes stop (each would spin to its 1 s timeout, and
         // the four requests' 128 episodes would take two minutes at one at a time).
         drop(flood);
@@ -1407,13 +1412,20 @@ fn serve_runs_workflows_tenants_bring_by_path_or_hash() {
     }
 }
 
-/// How many of process `pid`'s threads are called `name`.
-fn threads_named(pid: u32, name: &str) -> usize {
+/// The nice values of process `pid`'s threads called `name`.
+fn threads_named(pid: u32, name: &str) -> Vec<i64> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .expect("the server's threads")
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim_end() == name)
-        .count()
+        .filter_map(|t| {
+            let dir = t.ok()?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+            let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+            // Fields after the name in parentheses; nice is the 19th field of the line.
+            let after = stat.rsplit_once(')')?.1;
+            let nice = after.split_whitespace().nth(16)?.parse().ok()?;
+            (comm.trim_end() == name).then_some(nice)
+        })
+        .collect()
 }
 
 /// SIGTERM drains: no new connections, the request in flight is answered in full, then the
