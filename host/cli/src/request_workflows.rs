@@ -16,7 +16,6 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use anyhow::bail;
 use rollbox_runtime::{ComponentSource, Runtime, WorkflowComponent};
 use sha2::{Digest, Sha256};
 
@@ -87,26 +86,18 @@ impl RequestWorkflows {
         self.lock().get(sha256)
     }
 
-    /// Read the workflow at `path` (absolute, beneath one of `dirs`) and compile it, or take
-    /// the compilation kept for the same bytes. Blocking: file reads and compiling (hold a
-    /// [`RequestWorkflows::loading`] permit around it).
+    /// Read the workflow at `relative` beneath `dir` (found by [`beneath`]; `path` is the
+    /// whole, for messages) and compile it, or take the compilation kept for the same bytes.
+    /// Blocking: file reads and compiling (hold a [`RequestWorkflows::loading`] permit around
+    /// it).
     pub fn load(
         &self,
         runtime: &Runtime,
-        dirs: &[PathBuf],
+        dir: &Path,
+        relative: &Path,
         path: &Path,
     ) -> anyhow::Result<Arc<WorkflowComponent>> {
-        let Some((dir, relative)) = beneath(dirs, path) else {
-            bail!(
-                "{} is not in one of this tenant's component_dirs ({}); the operator lists the directories a tenant may load components from in the --tenants file",
-                path.display(),
-                dirs.iter()
-                    .map(|d| d.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        };
-        let file = open_beneath(dir, &relative).map_err(|e| match e.raw_os_error() {
+        let file = open_beneath(dir, relative).map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP | libc::ENOTDIR) => anyhow::anyhow!(
                 "{} is or passes through a symbolic link, refused below {} (or a file stands where a directory should)",
                 path.display(),
@@ -114,7 +105,7 @@ impl RequestWorkflows {
             ),
             _ => anyhow::anyhow!("cannot open {}: {e}", path.display()),
         })?;
-        let bytes: Arc<[u8]> = rollbox_runtime::read_component(file, path)?.into();
+        let bytes = rollbox_runtime::read_component(file, path)?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
         if let Some(w) = self.by_hash(&sha256) {
             return Ok(w);

@@ -37,7 +37,7 @@ pub enum ComponentSource {
         /// The file they were read from, for messages and [`ComponentInfo::path`].
         name: PathBuf,
         /// The component.
-        bytes: std::sync::Arc<[u8]>,
+        bytes: Vec<u8>,
     },
 }
 

@@ -644,7 +644,7 @@ async fn chosen_workflow(
     if by_path {
         let t = tenant.expect("checked above");
         let path = std::path::PathBuf::from(workflow);
-        if beneath(&t.component_dirs, &path).is_none() {
+        let Some((dir, relative)) = beneath(&t.component_dirs, &path) else {
             let dirs: Vec<String> = t
                 .component_dirs
                 .iter()
@@ -662,9 +662,9 @@ async fn chosen_workflow(
                     }
                 ),
             ));
-        }
+        };
         let (runtime, kept) = (app.rollout.runtime.clone(), app.request_workflows.clone());
-        let dirs = t.component_dirs.clone();
+        let dir = dir.to_path_buf();
         let Ok(permit) = app.request_workflows.loading.clone().acquire_owned().await else {
             return Err(error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -675,7 +675,7 @@ async fn chosen_workflow(
         // the request is gone by then.
         let load = move || {
             let start = Instant::now();
-            let loaded = kept.load(&runtime, &dirs, &path);
+            let loaded = kept.load(&runtime, &dir, &relative, &path);
             drop(permit);
             (loaded, start.elapsed())
         };
