@@ -3,8 +3,8 @@
 requests/s, scored completions/s and request p50/p99 at each number of concurrent keep-alive
 connections and each batch size, then the same with two tenants, one of them hostile (its
 calls spin to their timeout), and the good tenant's single calls beside the hostile one's
-flood of episodes that fill their memory and spin to their timeout. Python 3.11, stdlib only; the client is threads with one
-connection each, so on a 2-core VM it shares the CPU with the server (said with the figures).
+flood of episodes that fill their memory and spin to their timeout. Python 3.11, stdlib only;
+the client is threads with one connection each, so on a 2-core VM it shares the CPU with the server (said with the figures).
 
     cargo build --release -p rollbox
     python3 scripts/serve_load.py [--rollbox target/release/rollbox] [--connections 1,16,128]
@@ -89,16 +89,20 @@ def load(host, port, connections, payload, seconds, headers=None, timeout=60.0):
     return latencies, errors[0], time.monotonic() - start_t
 
 
+def p99(latencies):
+    lat = sorted(latencies)
+    return lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+
+
 def report(label, latencies, errors, elapsed, batch):
     n = len(latencies)
     if not n:
         print(f"{label}: no answer, {errors} errors")
         return
-    lat = sorted(latencies)
-    p50 = statistics.median(lat) * 1e3
-    p99 = lat[min(n - 1, int(n * 0.99))] * 1e3
+    p50 = statistics.median(latencies) * 1e3
+    p99_ms = p99(latencies) * 1e3
     print(f"{label}: {n / elapsed:8.1f} requests/s, {n * batch / elapsed:9.1f} completions/s, "
-          f"p50 {p50:7.2f} ms, p99 {p99:7.2f} ms, {errors} errors")
+          f"p50 {p50:7.2f} ms, p99 {p99_ms:7.2f} ms, {errors} errors")
 
 
 def main():
@@ -183,9 +187,8 @@ def episode_flood(a, env, cache, hostile_quota):
         time.sleep(1.5)
         beside = load(host, port, 1, payload, a.seconds, good)
         report("  good beside 4 requests of 32 episodes filling 64 MiB and spinning", *beside, 1)
-        p99 = [sorted(l)[min(len(l) - 1, int(len(l) * 0.99))] for l, _, _ in (alone, beside) if l]
-        if len(p99) == 2:
-            print(f"  p99 beside / alone: {p99[1] / p99[0]:.2f}x")
+        if alone[0] and beside[0]:
+            print(f"  p99 beside / alone: {p99(beside[0]) / p99(alone[0]):.2f}x")
     finally:
         proc.kill()
         proc.wait()
