@@ -7,6 +7,6 @@ pub mod alloc;
 pub mod cmd;
 pub mod config_file;
 pub mod limits;
-pub mod request_workflows;
+pub mod request_components;
 pub mod tenants;
 pub mod threads;

@@ -986,8 +986,8 @@ fn serve_admits_tenants_by_key_and_quota() {
 }
 
 /// A tenant's components, limits and quotas on calls (issue 38): `a` may call the `spin`
-/// reward only (403 for `math`, for the `python` tool behind `/run_code`, and for
-/// `/v1/episodes`, whose workflow could call either), within 500 ms (the reward is registered
+/// reward only (403 for `math` and for the `python` tool behind `/run_code`; its episodes
+/// reach only `spin`, as the next test shows), within 500 ms (the reward is registered
 /// with 2 s), one reward call at a time (a batch of four spins takes 2 s, waiting in the
 /// pool's queue, where the pool's two places would take 1 s), and 1 s of sandbox time a
 /// minute (the batch overdraws it: its next request is 429 with the Retry-After the refill
@@ -1045,17 +1045,6 @@ fn serve_holds_tenants_to_their_components_and_time() {
         let text = String::from_utf8_lossy(&body).into_owned();
         assert_eq!(code, 403, "{text}");
         assert!(text.contains("the tool `python`"), "{text}");
-        let rows =
-            json!({"rows": [{"messages": [{"role": "user", "content": "1?"}], "answer": "1"}]})
-                .to_string();
-        let (code, _, body) = http_with(&addr, "POST", "/v1/episodes", &[a], &rows);
-        let text = String::from_utf8_lossy(&body).into_owned();
-        assert_eq!(code, 403, "{text}");
-        assert!(
-            text.contains("math") && text.contains("python") && !text.contains("spin"),
-            "names what it may not use: {text}"
-        );
-
         // Four spins, one at a time, each cut at a's 500 ms: 2 s, not 1.
         let spins = json!({"reward": "spin", "items": [
             {"completion": "1"}, {"completion": "2"}, {"completion": "3"}, {"completion": "4"}
@@ -1403,6 +1392,188 @@ fn serve_runs_workflows_tenants_bring_by_path_or_hash() {
             let (code, text, _) = run(key, &workflow);
             assert_eq!(code, status, "{workflow}: {text}");
             assert!(text.contains(says), "{workflow}: {text}");
+        }
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
+/// A tenant's episodes reach its allowed rewards and tools and those its request brings (by
+/// path beneath its `component_dirs` or by hash), under the names the request gives them, in
+/// place of a registered one of that name; `/v1/rewards` and `/get_reward` score with a reward
+/// brought the same way. Another tenant reaches none of them unless it names them too.
+#[test]
+fn serve_episodes_reach_the_rewards_and_tools_tenants_bring() {
+    use sha2::Digest;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let team = tmp.path().join("team-a");
+    std::fs::create_dir_all(&team).expect("dir");
+    let constant = std::fs::read(c::REWARD_CONST).expect("const");
+    let const_sha = hex::encode(sha2::Sha256::digest(&constant));
+    std::fs::write(team.join("const.wasm"), &constant).expect("copy");
+    std::fs::copy(c::TOOL_ECHO, team.join("echo.wasm")).expect("copy");
+    let file = two_tenants(
+        tmp.path(),
+        &format!(
+            "component_dirs = [\"{}\"]\nrewards = []\ntools = []",
+            team.display()
+        ),
+        &format!("component_sha256 = [\"{const_sha}\"]\ntools = [\"calc\"]"),
+    );
+    let caller = format!("caller={}", c::TOOL_CALLER);
+    let calc = format!("calc={}", c::TOOL_CALCULATOR);
+    let (mut child, addr) = start_serve(
+        &[
+            "--tenants",
+            file.to_str().expect("path"),
+            "--workflow",
+            c::WORKFLOW_RLVR,
+            "--extra-workflow",
+            &caller,
+            "--reward",
+            "math=math",
+            "--tool",
+            &calc,
+        ],
+        tmp.path(),
+    );
+    let result = std::panic::catch_unwind(|| {
+        let (a, b) = ("Authorization: Bearer key-a", "Authorization: Bearer key-b");
+        let batch = tmp.path().join("batch.safetensors");
+        let run = |key: &str, request: Value| -> (u16, String, Value) {
+            let (code, _, body) =
+                http_with(&addr, "POST", "/v1/episodes", &[key], &request.to_string());
+            let text = String::from_utf8_lossy(&body).into_owned();
+            if code != 200 {
+                return (code, text, Value::Null);
+            }
+            std::fs::write(&batch, &body).expect("write");
+            (code, text, rollbox_tests::check_safetensors(&batch))
+        };
+        let stats = |loaded: &Value| -> Value {
+            serde_json::from_str(loaded["metadata"]["stats"].as_str().expect("stats"))
+                .expect("JSON")
+        };
+        let path = |name: &str| team.join(name).display().to_string();
+        let rlvr = |rewards: Value| {
+            json!({
+                "rows": [{"messages": [{"role": "user", "content": "1?"}], "answer": "1", "value": 0.25}],
+                "n_samples": 1,
+                "config": {"gconfig": {"max_new_tokens": 2}},
+                "rewards": rewards,
+            })
+        };
+        // a may use no registered reward; the `math` it brings scores instead.
+        let (code, text, loaded) = run(a, rlvr(json!({"math": path("const.wasm")})));
+        assert_eq!(code, 200, "{text}");
+        assert_eq!(
+            loaded["tensors"]["rewards"]["data"],
+            json!([0.25]),
+            "{loaded}"
+        );
+        let (code, text, loaded) = run(a, rlvr(json!({})));
+        assert_eq!(code, 200, "{text}");
+        assert_eq!(stats(&loaded)["episodes"]["guest_error"], 1, "{loaded}");
+        // b may use the registered math: a's brought one is a's alone.
+        let (code, text, loaded) = run(b, rlvr(json!({})));
+        assert_eq!(code, 200, "{text}");
+        assert_eq!(stats(&loaded)["episodes"]["accepted"], 1, "{loaded}");
+        assert_ne!(loaded["tensors"]["rewards"]["data"], json!([0.25]));
+        // Brought by hash, listed in b's component_sha256, it takes `math` over for b too.
+        let by_hash = format!("sha256:{const_sha}");
+        let (code, text, loaded) = run(b, rlvr(json!({"math": by_hash})));
+        assert_eq!(code, 200, "{text}");
+        assert_eq!(
+            loaded["tensors"]["rewards"]["data"],
+            json!([0.25]),
+            "{loaded}"
+        );
+
+        let call = |key: &str, tool: &str, tools: Value| -> String {
+            let request = json!({
+                "rows": [{"tool": tool, "args": {"x": 1}}],
+                "workflow": "caller",
+                "n_samples": 1,
+                "tools": tools,
+            });
+            let (code, text, loaded) = run(key, request);
+            assert_eq!(code, 200, "{text}");
+            loaded["metadata"]["trajectories"].to_string()
+        };
+        let echoed = call(a, "echo", json!({"echo": path("echo.wasm")}));
+        assert!(echoed.contains(r#"echo:{\\\"x\\\":1}"#), "{echoed}");
+        let refused = call(a, "calc", json!({"echo": path("echo.wasm")}));
+        assert!(
+            refused.contains("no tool named `calc`") && refused.contains("registered: echo)"),
+            "{refused}"
+        );
+        let unknown = call(b, "echo", json!({}));
+        assert!(
+            unknown.contains("no tool named `echo`") && unknown.contains("registered: calc)"),
+            "{unknown}"
+        );
+
+        // The reward endpoints take a brought reward in place of a name.
+        let score = json!({"reward": path("const.wasm"), "items": [
+            {"completion": "x", "row": {"value": 0.5}}
+        ]});
+        let (code, _, body) = http_with(&addr, "POST", "/v1/rewards", &[a], &score.to_string());
+        let answer: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(code, 200, "{answer}");
+        assert_eq!(answer["scores"], json!([0.5]), "{answer}");
+        assert_eq!(answer["reward"], path("const.wasm"));
+        let query = format!("/get_reward?reward=sha256:{const_sha}");
+        let (code, _, body) = http_with(
+            &addr,
+            "POST",
+            &query,
+            &[b],
+            &json!({"query": ["x"]}).to_string(),
+        );
+        let answer: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(code, 200, "{answer}");
+        assert_eq!(answer["rewards"], json!([1.0]), "{answer}");
+        let (code, _, body) = http_with(
+            &addr,
+            "POST",
+            &query,
+            &[a],
+            &json!({"query": ["x"]}).to_string(),
+        );
+        assert_eq!(code, 403, "{}", String::from_utf8_lossy(&body));
+
+        // Refused before anything runs.
+        let nine: serde_json::Map<String, Value> = (0..9)
+            .map(|i| (format!("r{i}"), Value::from(path("const.wasm"))))
+            .collect();
+        for (key, rewards, status, says) in [
+            (a, json!({"math": "const.wasm"}), 400, "absolute path"),
+            (
+                a,
+                json!({"bad name": path("const.wasm")}),
+                400,
+                "maps a name",
+            ),
+            (a, Value::Object(nine), 400, "at most 8"),
+            (
+                a,
+                json!({"math": path("echo.wasm")}),
+                422,
+                "cannot be loaded",
+            ),
+            (
+                b,
+                json!({"math": path("const.wasm")}),
+                403,
+                "component_dirs (none)",
+            ),
+        ] {
+            let (code, text, _) = run(key, rlvr(rewards.clone()));
+            assert_eq!(code, status, "{rewards}: {text}");
+            assert!(text.contains(says), "{rewards}: {text}");
         }
     });
     let _ = child.kill();

@@ -200,6 +200,7 @@ impl Rollout {
         );
         let config = config.clone();
         let shared = self.options.shared.clone();
+        let catalog = self.options.catalog.clone().unwrap_or_default();
         // The group counts as in flight from here (the controller's staleness accounting).
         let admitted = Instant::now();
         let group = tokio::spawn(async move {
@@ -225,10 +226,16 @@ impl Rollout {
                     sample_index: s,
                     seed: episode_seed(seed, row.index, s),
                 };
-                let (runtime, workflow, limits) =
-                    (runtime.clone(), workflow.clone(), limits.clone());
+                let (runtime, workflow, limits, catalog) = (
+                    runtime.clone(),
+                    workflow.clone(),
+                    limits.clone(),
+                    catalog.clone(),
+                );
                 let episode = async move {
-                    let report = runtime.run_episode(&workflow, request, limits).await;
+                    let report = runtime
+                        .run_episode_in(&workflow, request, limits, catalog)
+                        .await;
                     drop(permit);
                     if let Some((p, time)) = shared_permit {
                         drop(p);

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use rollbox_runtime::Setting;
+use rollbox_runtime::{Catalog, Setting};
 use tokio::sync::Semaphore;
 
 use crate::group::{Filter, GroupPolicy, Normalization};
@@ -35,6 +35,9 @@ pub struct RolloutOptions {
     /// Episodes this run shares with other runs (a tenant's requests to `rollbox serve`):
     /// `None` for a run of its own.
     pub shared: Option<SharedEpisodes>,
+    /// The rewards and tools the episodes reach (a tenant's allowed ones and any its request
+    /// brought); `None`: every registered one.
+    pub catalog: Option<Arc<Catalog>>,
 }
 
 /// A budget several runs draw on together: every episode of each also takes one of
@@ -68,6 +71,7 @@ impl Default for RolloutOptions {
             max_rows: None,
             hint: neutral_hint,
             shared: None,
+            catalog: None,
         }
     }
 }

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::bindings;
 use crate::bindings::episode::EpisodeOutput;
 use crate::budget::Reservation;
+use crate::catalog::Catalog;
 use crate::component::ComponentInfo;
 use crate::fault::GuestFault;
 use crate::limits::Limits;
@@ -23,6 +24,8 @@ pub struct EpisodeCtx {
     /// What every guest call has (limits, output, logs, deadline); reached through `Deref`.
     pub(crate) call: CallCtx,
     pub(crate) services: Arc<Services>,
+    /// The rewards and tools its host calls reach.
+    pub(crate) catalog: Arc<Catalog>,
     pub(crate) generate_calls: u32,
     pub(crate) generated_tokens: u64,
     pub(crate) tensor_bytes: usize,
@@ -69,16 +72,18 @@ pub type EpisodeState = StoreState<EpisodeCtx>;
 
 impl StoreState<EpisodeCtx> {
     /// An episode's store state: [`StoreState::with`] and the episode's counters, with
-    /// `services` for its host calls.
+    /// `services` for its host calls, reaching the rewards and tools of `catalog`.
     pub(crate) fn episode(
         id: String,
         limits: Arc<Limits>,
         services: Arc<Services>,
+        catalog: Arc<Catalog>,
         seed: u64,
     ) -> Self {
         StoreState::with(id, limits, seed, |call| EpisodeCtx {
             call,
             services,
+            catalog,
             generate_calls: 0,
             generated_tokens: 0,
             tensor_bytes: 0,

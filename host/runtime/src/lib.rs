@@ -50,6 +50,7 @@ mod bindings;
 mod budget;
 mod cache;
 mod canary;
+mod catalog;
 mod component;
 mod episode;
 mod fault;
@@ -72,6 +73,7 @@ pub use budget::{
     default_budget, host_memory,
 };
 pub use canary::CanaryReport;
+pub use catalog::Catalog;
 pub use component::{
     ComponentInfo, ComponentSource, MAX_COMPONENT_FILE_BYTES, RewardComponent, ToolComponent,
     read_component,

@@ -19,6 +19,7 @@ use crate::bindings::episode::EpisodeInput;
 use crate::budget::{ADMISSION_WAIT, host_memory};
 use crate::cache::ComponentCache;
 use crate::canary::CanaryReport;
+use crate::catalog::Catalog;
 use crate::component::{
     ComponentInfo, ComponentSource, RewardComponent, ToolComponent, check_header, check_name,
     check_world, link_error, read_component_file,
@@ -413,6 +414,19 @@ impl Runtime {
         request: EpisodeRequest,
         limits: Arc<Limits>,
     ) -> EpisodeReport {
+        self.run_episode_in(workflow, request, limits, Arc::default())
+            .await
+    }
+
+    /// [`Runtime::run_episode`] reaching the rewards and tools of `catalog` (a tenant's
+    /// allowed ones and any its request brought) in place of every registered one.
+    pub async fn run_episode_in(
+        &self,
+        workflow: &WorkflowComponent,
+        request: EpisodeRequest,
+        limits: Arc<Limits>,
+        catalog: Arc<Catalog>,
+    ) -> EpisodeReport {
         if let Err(message) = self.check_enforceable(&limits) {
             return EpisodeReport::refused(request.id, GuestFault::Unenforceable { message });
         }
@@ -429,6 +443,7 @@ impl Runtime {
                 request.id.clone(),
                 limits,
                 self.services.clone(),
+                catalog,
                 request.seed,
             ),
         );
@@ -504,14 +519,7 @@ impl Runtime {
     /// the host memory budget apply as for a workflow's `rewards.score`. An unknown name is an
     /// error naming the registered ones.
     pub async fn score(&self, name: &str, call: RewardCall) -> anyhow::Result<Called<f64>> {
-        let services = self.services();
-        let Some(reg) = services.reward(name) else {
-            anyhow::bail!(
-                "no reward named `{name}` is registered (registered: {})",
-                names_or_none(&services.reward_names())
-            );
-        };
-        Ok(score_registered(name, &reg, call.into(), services).await)
+        self.score_in(&Arc::default(), name, call, None, None).await
     }
 
     /// The tool registered as `name`, or an error naming the registered ones.
@@ -567,18 +575,59 @@ impl Runtime {
         timeout: Option<Duration>,
         max_memory_bytes: Option<u64>,
     ) -> anyhow::Result<Called<f64>> {
-        if timeout.is_none() && max_memory_bytes.is_none() {
-            return self.score(name, call).await;
-        }
+        self.score_in(&Arc::default(), name, call, timeout, max_memory_bytes)
+            .await
+    }
+
+    /// [`Runtime::score_within`] with the reward `catalog` reaches as `name` (a tenant's
+    /// allowed ones and any its request brought); its tool calls reach the catalog's tools.
+    pub async fn score_in(
+        &self,
+        catalog: &Arc<Catalog>,
+        name: &str,
+        call: RewardCall,
+        timeout: Option<Duration>,
+        max_memory_bytes: Option<u64>,
+    ) -> anyhow::Result<Called<f64>> {
         let services = self.services();
-        let Some(reg) = services.reward(name) else {
+        let Some(mut reg) = catalog.reward(services, name) else {
             anyhow::bail!(
                 "no reward named `{name}` is registered (registered: {})",
-                names_or_none(&services.reward_names())
+                names_or_none(&catalog.reward_names(services))
             );
         };
-        let tightened = tighten(reg.as_ref(), timeout, max_memory_bytes);
-        Ok(score_registered(name, &tightened, call.into(), services).await)
+        if timeout.is_some() || max_memory_bytes.is_some() {
+            reg = Arc::new(tighten(reg.as_ref(), timeout, max_memory_bytes));
+        }
+        Ok(score_registered(name, &reg, call.into(), services, catalog).await)
+    }
+
+    /// `reward` ready to bring into a [`Catalog`] as `name` (checked as
+    /// [`Runtime::register_reward`] checks a registration), without registering it.
+    pub fn reward_for_catalog(
+        &self,
+        name: &str,
+        reward: RewardComponent,
+        policy: crate::CallPolicy,
+    ) -> anyhow::Result<Arc<crate::Registered<RewardComponent>>> {
+        Ok(Arc::new(self.registration(
+            "reward",
+            name,
+            policy,
+            || Ok(reward),
+        )?))
+    }
+
+    /// `tool` ready to bring into a [`Catalog`] as `name`, as [`Runtime::reward_for_catalog`].
+    pub fn tool_for_catalog(
+        &self,
+        name: &str,
+        tool: ToolComponent,
+        policy: crate::CallPolicy,
+    ) -> anyhow::Result<Arc<crate::Registered<ToolComponent>>> {
+        Ok(Arc::new(
+            self.registration("tool", name, policy, || Ok(tool))?,
+        ))
     }
 
     // Reward and tool calls, one at a time in a fresh sandbox.

@@ -11,6 +11,7 @@ use wasmtime::Engine;
 use crate::bindings::rewards::ScoreResult;
 use crate::bindings::tools::ToolResult;
 use crate::bindings::types::{Accounting, Error, RewardInput};
+use crate::catalog::Catalog;
 use crate::component::{RewardComponent, ToolComponent};
 use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
 use crate::host::tools::NestedTools;
@@ -446,8 +447,9 @@ pub(crate) async fn score_with_retries(
     reg: &Registered<RewardComponent>,
     input: RewardInput,
     services: &Arc<Services>,
+    catalog: &Arc<Catalog>,
 ) -> (Result<ScoreResult, Error>, Accounting) {
-    let called = score_registered(name, reg, input, services).await;
+    let called = score_registered(name, reg, input, services, catalog).await;
     let accounting = called.accounting();
     let result = match called.result {
         Ok(value) => Ok(ScoreResult {
@@ -516,12 +518,14 @@ impl<T> Called<T> {
 }
 
 /// [`Called`] for a reward: its call policy, the pool's reward slots and the host memory budget,
-/// as a workflow's `rewards.score` gets them. Each attempt may call the registered tools.
+/// as a workflow's `rewards.score` gets them. Each attempt may call the tools `catalog`
+/// reaches.
 pub(crate) async fn score_registered(
     name: &str,
     reg: &Registered<RewardComponent>,
     input: RewardInput,
     services: &Arc<Services>,
+    catalog: &Arc<Catalog>,
 ) -> Called<f64> {
     let (result, tally) = with_retries(CallKind::Reward, name, reg, services, || {
         score_once(
@@ -529,7 +533,7 @@ pub(crate) async fn score_registered(
             &reg.component,
             input.clone(),
             reg.policy.limits.clone(),
-            Some(NestedTools::new(services.clone())),
+            Some(NestedTools::new(services.clone(), catalog.clone())),
         )
     })
     .await;

@@ -48,6 +48,7 @@
 //! [`MAX_PARSED_BYTES`]; nothing is built from the body beyond the rows themselves.
 //! Malformed requests get a 4xx naming the problem.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,8 +65,10 @@ use clap::Args;
 use rollbox_host::process;
 use rollbox_rollout::dataset::{Dataset, Row};
 use rollbox_rollout::{MAX_BATCH_TENSOR_BYTES, MemorySink, Rollout, RolloutOptions};
+use rollbox_runtime::Catalog;
 
 use super::rollout::SetupArgs;
+use crate::request_components::{Brought, RequestComponents};
 use crate::tenants::{FairGate, Quota, Registered, Tenant, Tenants};
 
 /// Flags of `rollbox serve`.
@@ -138,6 +141,16 @@ fn valid_component_path(path: &str) -> bool {
     path.starts_with('/') && path.len() <= 4096 && !path.contains('\0')
 }
 
+/// Whether `named` is `sha256:` and 64 hex digits.
+fn valid_component_hash(named: &str) -> bool {
+    named
+        .strip_prefix(crate::request_components::HASH_PREFIX)
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Rewards, and tools, one `/v1/episodes` request may bring.
+const MAX_BROUGHT: usize = 8;
+
 #[derive(Default)]
 struct Metrics {
     requests: AtomicU64,
@@ -167,8 +180,8 @@ struct AppState {
     gate: Arc<FairGate>,
     /// `--extra-workflow`s by name, compiled at start.
     workflows: std::collections::BTreeMap<String, Arc<rollbox_runtime::WorkflowComponent>>,
-    /// Workflows requests named by path or content hash, compiled once per content.
-    request_workflows: Arc<crate::request_workflows::RequestWorkflows>,
+    /// Components requests named by path or content hash, compiled once per content.
+    request_components: Arc<RequestComponents>,
 }
 
 /// The tenant a request came from (none without `--tenants`).
@@ -493,26 +506,6 @@ async fn episodes(
         Ok(b) => b,
         Err(r) => return r,
     };
-    if let Some(Extension(t)) = &caller {
-        // A workflow may call any registered reward or tool: episodes need all of them.
-        let services = app.rollout.runtime.services();
-        let missing: Vec<String> = services
-            .reward_names()
-            .into_iter()
-            .filter(|n| !t.may_reward(n))
-            .chain(services.tool_names().into_iter().filter(|n| !t.may_tool(n)))
-            .collect();
-        if !missing.is_empty() {
-            return error(
-                StatusCode::FORBIDDEN,
-                format!(
-                    "tenant `{}` may not use {} of this server's components, and a workflow may call any registered reward or tool: POST /v1/episodes needs a tenant allowed all of them (the operator lists them in its `rewards` and `tools`, or leaves those out)",
-                    t.name,
-                    missing.join(", ")
-                ),
-            );
-        }
-    }
     // Parsing megabytes is CPU work: on the blocking pool, so the async workers stay free to
     // answer health probes and other clients.
     let Ok(slot) = app.parse_slots.acquire().await else {
@@ -568,6 +561,13 @@ async fn episodes(
         }
         Err(answer) => return answer,
     }
+    // The episodes reach the tenant's allowed rewards and tools, and any the request brings.
+    if caller.is_some() || !parsed.rewards.is_empty() || !parsed.tools.is_empty() {
+        match episode_catalog(&app, &caller, &parsed.rewards, &parsed.tools).await {
+            Ok(catalog) => rollout.options.catalog = Some(Arc::new(catalog)),
+            Err(answer) => return answer,
+        }
+    }
     if let Some(config) = parsed.config {
         let mut merged = match rollout.config {
             serde_json::Value::Object(m) => m,
@@ -595,111 +595,23 @@ async fn episodes(
 }
 
 /// The workflow a `/v1/episodes` request names, if not the server's own (`None`): an
-/// `--extra-workflow` name, a path beneath its tenant's `component_dirs`, or `sha256:HEX`
-/// among its `component_sha256` (see [`crate::request_workflows`]); or the answer refusing it.
-/// A file's reading and compiling run on the tenant's threads, their time charged to it.
+/// `--extra-workflow` name, or one it brings by path or hash ([`brought`]); or the answer
+/// refusing it.
 async fn chosen_workflow(
     app: &Arc<AppState>,
     caller: &Caller,
     workflow: &str,
 ) -> Result<Option<Arc<rollbox_runtime::WorkflowComponent>>, Response> {
-    use crate::request_workflows::{HASH_PREFIX, beneath};
-    let tenant = caller.as_ref().map(|Extension(t)| t.clone());
-    let by_path = workflow.starts_with('/');
-    let by_hash = workflow.strip_prefix(HASH_PREFIX);
-    if (by_path || by_hash.is_some()) && tenant.is_none() {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "`workflow` {workflow:?} names a component by path or hash, which a server takes from tenants only (`component_dirs`, `component_sha256` in --tenants); name one of the server's workflows instead"
-            ),
-        ));
-    }
-    if let Some(sha) = by_hash {
-        let t = tenant.expect("checked above");
-        let sha = sha.to_ascii_lowercase();
-        if !t.component_sha256.contains(&sha) {
-            return Err(error(
-                StatusCode::FORBIDDEN,
-                format!(
-                    "tenant `{}` may not run the workflow {workflow} (it is not among its component_sha256); the operator adds the hash to the tenant's entry in the --tenants file",
-                    t.name
-                ),
-            ));
-        }
-        let own = std::iter::once(&app.rollout.workflow)
+    let own = |sha: &str| {
+        std::iter::once(&app.rollout.workflow)
             .chain(app.workflows.values())
             .find(|w| w.info().sha256 == sha)
-            .cloned();
-        return match own.or_else(|| app.request_workflows.by_hash(&sha)) {
-            Some(w) => Ok(Some(w)),
-            None => Err(error(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "no workflow with sha256 {sha} is compiled on this server: name its file by path (beneath a tenant's component_dirs) once first"
-                ),
-            )),
-        };
+            .cloned()
+    };
+    if let Some(w) = brought(app, caller, workflow, own).await? {
+        return Ok(Some(w));
     }
-    if by_path {
-        let t = tenant.expect("checked above");
-        let path = std::path::PathBuf::from(workflow);
-        let Some((dir, relative)) = beneath(&t.component_dirs, &path) else {
-            let dirs: Vec<String> = t
-                .component_dirs
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect();
-            return Err(error(
-                StatusCode::FORBIDDEN,
-                format!(
-                    "tenant `{}` may not load {workflow}: a path must be beneath one of its component_dirs ({}), without `..`; the operator lists them in the --tenants file",
-                    t.name,
-                    if dirs.is_empty() {
-                        "none".into()
-                    } else {
-                        dirs.join(", ")
-                    }
-                ),
-            ));
-        };
-        let (runtime, kept) = (app.rollout.runtime.clone(), app.request_workflows.clone());
-        let dir = dir.to_path_buf();
-        let Ok(permit) = app.request_workflows.loading.clone().acquire_owned().await else {
-            return Err(error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting down".into(),
-            ));
-        };
-        // The permit goes with the work: held until the file is read and compiled, even if
-        // the request is gone by then.
-        let load = move || {
-            let start = Instant::now();
-            let loaded = kept.load(&runtime, &dir, &relative, &path);
-            drop(permit);
-            (loaded, start.elapsed())
-        };
-        let loaded = match t.threads() {
-            Some(threads) => threads.handle().spawn_blocking(load).await,
-            None => tokio::task::spawn_blocking(load).await,
-        };
-        return match loaded {
-            Ok((loaded, took)) => {
-                t.charge(took);
-                loaded.map(Some).map_err(|e| {
-                    error(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        format!("the workflow {workflow} cannot be loaded: {e:#}"),
-                    )
-                })
-            }
-            Err(e) => Err(error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("loading {workflow} failed: {e}"),
-            )),
-        };
-    }
-    if let Some(t) = &tenant
+    if let Some(Extension(t)) = caller
         && !t.may_workflow(workflow)
     {
         return Err(error(
@@ -730,6 +642,219 @@ async fn chosen_workflow(
     }
 }
 
+/// The component a tenant's request brings as `named`: a path beneath its `component_dirs`,
+/// or `sha256:HEX` among its `component_sha256` (one the server compiled: `own` finds those
+/// it started with, then those requests brought; see [`crate::request_components`]). `None`
+/// when `named` is neither (a name the caller looks up); the answer refusing it otherwise.
+/// A file's reading and compiling run on the tenant's threads, their time charged to it.
+async fn brought<C: Brought>(
+    app: &Arc<AppState>,
+    caller: &Caller,
+    named: &str,
+    own: impl FnOnce(&str) -> Option<Arc<C>>,
+) -> Result<Option<Arc<C>>, Response> {
+    use crate::request_components::{HASH_PREFIX, beneath};
+    let kind = C::KIND;
+    let by_path = named.starts_with('/');
+    let by_hash = named.strip_prefix(HASH_PREFIX);
+    if !by_path && by_hash.is_none() {
+        return Ok(None);
+    }
+    let Some(Extension(t)) = caller else {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "the {kind} {named:?} is named by path or hash, which a server takes from tenants only (`component_dirs`, `component_sha256` in --tenants); name one of the server's {kind}s instead"
+            ),
+        ));
+    };
+    if let Some(sha) = by_hash {
+        let sha = sha.to_ascii_lowercase();
+        if !t.component_sha256.contains(&sha) {
+            return Err(error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "tenant `{}` may not use the {kind} {named} (it is not among its component_sha256); the operator adds the hash to the tenant's entry in the --tenants file",
+                    t.name
+                ),
+            ));
+        }
+        return match own(&sha).or_else(|| app.request_components.by_hash(&sha)) {
+            Some(c) => Ok(Some(c)),
+            None => Err(error(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "no {kind} with sha256 {sha} is compiled on this server: name its file by path (beneath a tenant's component_dirs) once first"
+                ),
+            )),
+        };
+    }
+    let path = std::path::PathBuf::from(named);
+    let Some((dir, relative)) = beneath(&t.component_dirs, &path) else {
+        let dirs: Vec<String> = t
+            .component_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            format!(
+                "tenant `{}` may not load {named}: a path must be beneath one of its component_dirs ({}), without `..`; the operator lists them in the --tenants file",
+                t.name,
+                if dirs.is_empty() {
+                    "none".into()
+                } else {
+                    dirs.join(", ")
+                }
+            ),
+        ));
+    };
+    let (runtime, kept) = (app.rollout.runtime.clone(), app.request_components.clone());
+    let dir = dir.to_path_buf();
+    let Ok(permit) = app.request_components.loading.clone().acquire_owned().await else {
+        return Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting down".into(),
+        ));
+    };
+    // The permit goes with the work: held until the file is read and compiled, even if the
+    // request is gone by then.
+    let load = move || {
+        let start = Instant::now();
+        let loaded = kept.load::<C>(&runtime, &dir, &relative, &path);
+        drop(permit);
+        (loaded, start.elapsed())
+    };
+    let loaded = match t.threads() {
+        Some(threads) => threads.handle().spawn_blocking(load).await,
+        None => tokio::task::spawn_blocking(load).await,
+    };
+    match loaded {
+        Ok((loaded, took)) => {
+            t.charge(took);
+            loaded.map(Some).map_err(|e| {
+                error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("the {kind} {named} cannot be loaded: {e:#}"),
+                )
+            })
+        }
+        Err(e) => Err(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("loading {named} failed: {e}"),
+        )),
+    }
+}
+
+/// The rewards and tools a caller's episodes and reward calls reach: every registered one
+/// without tenants; a tenant's allowed ones (its `rewards` and `tools`) otherwise.
+fn tenant_catalog(caller: &Caller) -> Catalog {
+    let mut catalog = Catalog::default();
+    if let Some(Extension(t)) = caller {
+        if let Some(r) = &t.rewards {
+            catalog = catalog.only_rewards(r.iter().cloned());
+        }
+        if let Some(tools) = &t.tools {
+            catalog = catalog.only_tools(tools.iter().cloned());
+        }
+    }
+    catalog
+}
+
+/// The registered reward or tool of kind `C` whose bytes hash to `sha` (a request names it
+/// by hash).
+fn registered_by_hash<C: Clone>(
+    names: Vec<String>,
+    get: impl Fn(&str) -> Option<Arc<rollbox_runtime::Registered<C>>>,
+    sha: &str,
+    info: impl Fn(&C) -> &rollbox_runtime::ComponentInfo,
+) -> Option<Arc<C>> {
+    names
+        .iter()
+        .filter_map(|n| get(n))
+        .find(|r| info(r.component()).sha256 == sha)
+        .map(|r| Arc::new(r.component().clone()))
+}
+
+/// [`tenant_catalog`] with the rewards and tools an episodes request brings (`{"NAME":
+/// "/path" | "sha256:HEX"}` each), under the names it gives them, each called with the
+/// defaults of a registration (rewards: 15 s, 256 MiB, 3 retries; tools: 5 s, 128 MiB, none)
+/// tightened to the tenant's limits; or the answer refusing one.
+async fn episode_catalog(
+    app: &Arc<AppState>,
+    caller: &Caller,
+    rewards: &BTreeMap<String, String>,
+    tools: &BTreeMap<String, String>,
+) -> Result<Catalog, Response> {
+    let runtime = &app.rollout.runtime;
+    let services = runtime.services();
+    let mut catalog = tenant_catalog(caller);
+    let (timeout, memory) = tenant_limits(caller);
+    let tightened = |mut policy: rollbox_runtime::CallPolicy| {
+        policy.limits = Arc::new(policy.limits.tightened(timeout, memory));
+        policy
+    };
+    let refused = |kind: &str, name: &str, e: anyhow::Error| {
+        error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("the {kind} `{name}` cannot be brought: {e:#}"),
+        )
+    };
+    for (name, named) in rewards {
+        let own = |sha: &str| {
+            registered_by_hash(
+                services.reward_names(),
+                |n| services.reward(n),
+                sha,
+                rollbox_runtime::RewardComponent::info,
+            )
+        };
+        let c = brought(app, caller, named, own)
+            .await?
+            .ok_or_else(|| not_brought("rewards", name, named))?;
+        let reg = runtime
+            .reward_for_catalog(
+                name,
+                (*c).clone(),
+                tightened(rollbox_runtime::CallPolicy::default()),
+            )
+            .map_err(|e| refused("reward", name, e))?;
+        catalog.bring_reward(name.clone(), reg);
+    }
+    for (name, named) in tools {
+        let own = |sha: &str| {
+            registered_by_hash(
+                services.tool_names(),
+                |n| services.tool(n),
+                sha,
+                rollbox_runtime::ToolComponent::info,
+            )
+        };
+        let c = brought(app, caller, named, own)
+            .await?
+            .ok_or_else(|| not_brought("tools", name, named))?;
+        let reg = runtime
+            .tool_for_catalog(
+                name,
+                (*c).clone(),
+                tightened(rollbox_runtime::CallPolicy::tool()),
+            )
+            .map_err(|e| refused("tool", name, e))?;
+        catalog.bring_tool(name.clone(), reg);
+    }
+    Ok(catalog)
+}
+
+/// The 400 for a `rewards` or `tools` entry that is neither a path nor a hash.
+fn not_brought(key: &str, name: &str, named: &str) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        format!(
+            "`{key}.{name}` is {named:?}: give an absolute path beneath one of the tenant's component_dirs or sha256:HEX (a registered one is reached by its own name, without listing it)"
+        ),
+    )
+}
+
 /// The message a row count past [`MAX_ROWS_PER_REQUEST`] stops the parse with.
 const TOO_MANY_ROWS: &str = "too many rows";
 
@@ -745,6 +870,10 @@ struct EpisodesRequest<'a> {
     n_samples: Option<u32>,
     #[serde(default)]
     workflow: Option<String>,
+    #[serde(default)]
+    rewards: BTreeMap<String, String>,
+    #[serde(default)]
+    tools: BTreeMap<String, String>,
 }
 
 /// The rows array, counted as it is read: the parse stops at row [`MAX_ROWS_PER_REQUEST`] + 1
@@ -784,6 +913,10 @@ struct ParsedEpisodes {
     n_samples: Option<u32>,
     /// The workflow to run, by name (`--workflow` otherwise).
     workflow: Option<String>,
+    /// Rewards and tools the request brings, by the name its workflow calls them by: a path
+    /// or `sha256:HEX` each.
+    rewards: BTreeMap<String, String>,
+    tools: BTreeMap<String, String>,
 }
 
 /// A `POST /v1/episodes` body's rows, config and group size, within the request's budgets;
@@ -853,20 +986,43 @@ fn parse_rows(body: &[u8]) -> Result<ParsedEpisodes, (StatusCode, String)> {
     if let Some(w) = &request.workflow
         && !valid_component_name(w)
         && !valid_component_path(w)
-        && !w
-            .strip_prefix(crate::request_workflows::HASH_PREFIX)
-            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        && !valid_component_hash(w)
     {
         return Err((
             StatusCode::BAD_REQUEST,
             "`workflow` must be a name of 1 to 64 letters, digits, '-', '_' or '.', an absolute path of at most 4096 bytes, or sha256: and 64 hex digits".into(),
         ));
     }
+    for (key, brought) in [("rewards", &request.rewards), ("tools", &request.tools)] {
+        if brought.len() > MAX_BROUGHT {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "`{key}` brings {} components; at most {MAX_BROUGHT} of each kind per request",
+                    brought.len()
+                ),
+            ));
+        }
+        for (name, named) in brought {
+            if !valid_component_name(name)
+                || !(valid_component_path(named) || valid_component_hash(named))
+            {
+                return Err((
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        r#"`{key}` maps a name (1 to 64 letters, digits, '-', '_' or '.') to an absolute path of at most 4096 bytes or sha256: and 64 hex digits, e.g. {{"math": "/srv/team/reward.wasm"}}"#
+                    ),
+                ));
+            }
+        }
+    }
     Ok(ParsedEpisodes {
         rows,
         config,
         n_samples: request.n_samples,
         workflow: request.workflow,
+        rewards: request.rewards,
+        tools: request.tools,
     })
 }
 
@@ -1136,6 +1292,55 @@ fn pick_reward(
     }
 }
 
+/// The name a reward a request brings is reached by in its catalog.
+const BROUGHT_REWARD: &str = "brought";
+
+/// The reward a `/v1/rewards` or `/get_reward` request names and the catalog it is reached
+/// through: a registered one by name (`None`: the only one registered), which the tenant must
+/// be allowed, or one a tenant brings by path or hash ([`brought`], called with the defaults
+/// of a registration), reached as [`BROUGHT_REWARD`]; or the answer refusing it.
+async fn chosen_reward(
+    app: &Arc<AppState>,
+    caller: &Caller,
+    named: Option<String>,
+    how: &str,
+) -> Result<(String, Arc<Catalog>), Response> {
+    let runtime = &app.rollout.runtime;
+    if let Some(n) = &named {
+        let services = runtime.services();
+        let own = |sha: &str| {
+            registered_by_hash(
+                services.reward_names(),
+                |n| services.reward(n),
+                sha,
+                rollbox_runtime::RewardComponent::info,
+            )
+        };
+        if let Some(c) = brought(app, caller, n, own).await? {
+            let reg = runtime
+                .reward_for_catalog(
+                    BROUGHT_REWARD,
+                    (*c).clone(),
+                    rollbox_runtime::CallPolicy::default(),
+                )
+                .map_err(|e| {
+                    error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        format!("the reward {n} cannot be used: {e:#}"),
+                    )
+                })?;
+            let mut catalog = tenant_catalog(caller);
+            catalog.bring_reward(BROUGHT_REWARD.into(), reg);
+            return Ok((BROUGHT_REWARD.into(), Arc::new(catalog)));
+        }
+    }
+    let name = pick_reward(app, named, how).map_err(|(status, m)| error(status, m))?;
+    if let Some(r) = forbidden(caller, "reward", &name) {
+        return Err(r);
+    }
+    Ok((name, Arc::new(tenant_catalog(caller))))
+}
+
 /// `body` parsed as `T` on the blocking pool (one of the parse slots); a parse error is a 400
 /// after `expected`.
 async fn parse_json<T: serde::de::DeserializeOwned + Send + 'static>(
@@ -1169,6 +1374,7 @@ async fn score_all(
     app: &AppState,
     caller: &Caller,
     name: &str,
+    catalog: Arc<Catalog>,
     calls: Vec<rollbox_runtime::RewardCall>,
 ) -> Result<Vec<rollbox_runtime::Called<f64>>, Response> {
     let n = calls.len();
@@ -1176,7 +1382,7 @@ async fn score_all(
         app.rollout.runtime.clone(),
         app.gate.clone(),
         caller.clone(),
-        name.to_string(),
+        (name.to_string(), catalog),
         calls,
     );
     // One task on the tenant's threads, which spawns the calls there: a hop per request, not
@@ -1206,18 +1412,20 @@ async fn score_each(
     runtime: Arc<rollbox_runtime::Runtime>,
     gate: Arc<FairGate>,
     caller: Caller,
-    name: String,
+    (name, catalog): (String, Arc<Catalog>),
     calls: Vec<rollbox_runtime::RewardCall>,
 ) -> Result<Vec<rollbox_runtime::Called<f64>>, String> {
     let n = calls.len();
     let mut set = tokio::task::JoinSet::new();
     for (i, call) in calls.into_iter().enumerate() {
-        let (runtime, name) = (runtime.clone(), name.clone());
+        let (runtime, name, catalog) = (runtime.clone(), name.clone(), catalog.clone());
         let (gate, caller) = (gate.clone(), caller.clone());
         set.spawn(async move {
             let (timeout, memory) = tenant_limits(&caller);
             let turn = take_turn(&gate, &caller).await;
-            let called = runtime.score_within(&name, call, timeout, memory).await;
+            let called = runtime
+                .score_in(&catalog, &name, call, timeout, memory)
+                .await;
             drop(turn);
             if let Ok(c) = &called {
                 charge(&caller, c.wall);
@@ -1254,13 +1462,10 @@ async fn get_reward(
         Ok(named) => named,
         Err(m) => return error(StatusCode::BAD_REQUEST, m),
     };
-    let name = match pick_reward(&app, named, "?reward=NAME") {
-        Ok(n) => n,
-        Err((status, m)) => return error(status, m),
+    let (name, catalog) = match chosen_reward(&app, &caller, named, "?reward=NAME").await {
+        Ok(chosen) => chosen,
+        Err(r) => return r,
     };
-    if let Some(r) = forbidden(&caller, "reward", &name) {
-        return r;
-    }
     let request: RewardRequest = match parse_json(
         &app,
         body,
@@ -1318,7 +1523,7 @@ async fn get_reward(
             }
         })
         .collect();
-    let called = match score_all(&app, &caller, &name, calls).await {
+    let called = match score_all(&app, &caller, &name, catalog, calls).await {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -1388,13 +1593,13 @@ async fn rewards(
         Ok(r) => r,
         Err(r) => return r,
     };
-    let name = match pick_reward(&app, request.reward, r#""reward": "NAME""#) {
-        Ok(n) => n,
-        Err((status, m)) => return error(status, m),
-    };
-    if let Some(r) = forbidden(&caller, "reward", &name) {
-        return r;
-    }
+    let named = request.reward;
+    let (name, catalog) =
+        match chosen_reward(&app, &caller, named.clone(), r#""reward": "NAME""#).await {
+            Ok(chosen) => chosen,
+            Err(r) => return r,
+        };
+    let label = named.unwrap_or_else(|| name.clone());
     let n = request.items.len();
     let cap = rows_cap(&caller, MAX_REWARD_SAMPLES);
     if n > cap {
@@ -1426,7 +1631,7 @@ async fn rewards(
             data: serde_json::Value::Object(data),
         });
     }
-    let called = match score_all(&app, &caller, &name, calls).await {
+    let called = match score_all(&app, &caller, &name, catalog, calls).await {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -1454,7 +1659,7 @@ async fn rewards(
             })
         })
         .collect();
-    axum::Json(serde_json::json!({"reward": name, "scores": scores, "results": results}))
+    axum::Json(serde_json::json!({"reward": label, "scores": scores, "results": results}))
         .into_response()
 }
 
@@ -1478,8 +1683,10 @@ fn reward_param(query: Option<&str>) -> Result<Option<String>, String> {
             && value
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
-        if !ok {
-            return Err("`reward` must be a registered reward's name".into());
+        if !ok && !valid_component_hash(value) {
+            return Err(
+                "`reward` must be a registered reward's name or sha256: and 64 hex digits".into(),
+            );
         }
         if reward.replace(value.to_string()).is_some() {
             return Err("`reward` is given twice; name one reward".into());
@@ -1697,7 +1904,7 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         draining: std::sync::atomic::AtomicBool::new(false),
         gate: FairGate::new(pool),
         workflows,
-        request_workflows: Default::default(),
+        request_components: Default::default(),
     });
     if let Some(tenants) = tenants {
         reload_on_sighup(tenants, app.gate.clone())?;

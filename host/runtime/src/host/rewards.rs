@@ -61,11 +61,16 @@ impl rewards::Host for EpisodeState {
                 ),
             )?));
         }
-        let services = self.ctx.services.clone();
-        let Some(reg) = services.reward(&name) else {
-            return Ok(Err(unknown("reward", &name, &services.reward_names())));
+        let (services, catalog) = (self.ctx.services.clone(), self.ctx.catalog.clone());
+        let Some(reg) = catalog.reward(&services, &name) else {
+            return Ok(Err(unknown(
+                "reward",
+                &name,
+                &catalog.reward_names(&services),
+            )));
         };
-        let (result, accounting) = score_with_retries(&name, &reg, input, &services).await;
+        let (result, accounting) =
+            score_with_retries(&name, &reg, input, &services, &catalog).await;
         self.ctx.reward_calls.push(RewardRecord {
             name: truncate(&name, 256),
             value: result.as_ref().ok().map(|r| r.value),
@@ -80,6 +85,6 @@ impl rewards::Host for EpisodeState {
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
-        Ok(self.ctx.services.reward_names())
+        Ok(self.ctx.catalog.reward_names(&self.ctx.services))
     }
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::bindings::tools::{self, ToolCall, ToolResult};
 use crate::bindings::types::Error;
+use crate::catalog::Catalog;
 use crate::episode::EpisodeState;
 use crate::host::rewards::unknown;
 use crate::services::{Services, tool_calls_per_episode};
@@ -26,34 +27,37 @@ pub const MAX_CALL_MANY_CALLS: usize = 256;
 /// Tool calls one reward call may have in flight at once.
 pub const TOOL_CALLS_PER_REWARD: usize = 4;
 
-/// The registered tools as a reward call reaches them: the host's services, and the call's
-/// own in-flight slots.
+/// The tools as a reward call reaches them: the host's services, the catalog of the episode
+/// that called the reward (or the default one), and the call's own in-flight slots.
 #[derive(Clone)]
 pub(crate) struct NestedTools {
     services: Arc<Services>,
+    catalog: Arc<Catalog>,
     in_flight: Arc<Slots>,
 }
 
 impl NestedTools {
-    pub(crate) fn new(services: Arc<Services>) -> Self {
+    pub(crate) fn new(services: Arc<Services>, catalog: Arc<Catalog>) -> Self {
         NestedTools {
             services,
+            catalog,
             in_flight: Arc::new(Slots::new(TOOL_CALLS_PER_REWARD)),
         }
     }
 }
 
-/// One call by registered name, once one of the caller's `in_flight` slots is free:
-/// `unknown` when nothing is registered under it.
+/// One call by name, once one of the caller's `in_flight` slots is free: `unknown` when the
+/// catalog reaches nothing under it.
 async fn call_one(
     services: &Services,
+    catalog: &Catalog,
     in_flight: &Slots,
     name: String,
     args: String,
     by_reward: bool,
 ) -> Result<ToolResult, Error> {
-    let Some(reg) = services.tool(&name) else {
-        return Err(unknown("tool", &name, &services.tool_names()));
+    let Some(reg) = catalog.tool(services, &name) else {
+        return Err(unknown("tool", &name, &catalog.tool_names(services)));
     };
     let _slot = in_flight.take().await;
     call_with_retries(&name, &reg, args, services, by_reward).await
@@ -66,6 +70,7 @@ async fn call_one(
 /// aborts the calls in flight and queued.
 async fn call_many(
     services: &Arc<Services>,
+    catalog: &Arc<Catalog>,
     in_flight: &Arc<Slots>,
     calls: Vec<ToolCall>,
     by_reward: bool,
@@ -80,10 +85,10 @@ async fn call_many(
     let n = calls.len();
     let mut set = tokio::task::JoinSet::new();
     for (index, c) in calls.into_iter().enumerate() {
-        let services = services.clone();
+        let (services, catalog) = (services.clone(), catalog.clone());
         let in_flight = in_flight.clone();
         set.spawn(async move {
-            let r = call_one(&services, &in_flight, c.name, c.args, by_reward).await;
+            let r = call_one(&services, &catalog, &in_flight, c.name, c.args, by_reward).await;
             (index, r)
         });
     }
@@ -113,11 +118,11 @@ impl EpisodeState {
     }
 }
 
-/// Every registered tool's OpenAI schema, in name order (`tools.schemas`).
-async fn schemas(services: &Services) -> Result<serde_json::Value, Error> {
+/// The OpenAI schema of every tool the catalog reaches, in name order (`tools.schemas`).
+async fn schemas(services: &Services, catalog: &Catalog) -> Result<serde_json::Value, Error> {
     let mut out = Vec::new();
-    for name in services.tool_names() {
-        if let Some(reg) = services.tool(&name) {
+    for name in catalog.tool_names(services) {
+        if let Some(reg) = catalog.tool(services, &name) {
             out.push(tool_schema(&name, &reg, services).await?);
         }
     }
@@ -128,7 +133,7 @@ impl crate::Runtime {
     /// The registered tools as OpenAI tool schemas (what workflows get from `tools.schemas`),
     /// or why one could not be described.
     pub async fn tool_schemas(&self) -> Result<serde_json::Value, String> {
-        schemas(&self.services)
+        schemas(&self.services, &Catalog::default())
             .await
             .map_err(|e| crate::host::rewards::describe(&e))
     }
@@ -140,27 +145,27 @@ impl tools::Host for EpisodeState {
         name: String,
         args: String,
     ) -> wasmtime::Result<Result<ToolResult, Error>> {
-        let services = self.ctx.services.clone();
+        let (services, catalog) = (self.ctx.services.clone(), self.ctx.catalog.clone());
         let in_flight = self.tool_calls();
-        Ok(call_one(&services, &in_flight, name, args, false).await)
+        Ok(call_one(&services, &catalog, &in_flight, name, args, false).await)
     }
 
     async fn call_many(
         &mut self,
         calls: Vec<ToolCall>,
     ) -> wasmtime::Result<Vec<Result<ToolResult, Error>>> {
-        let services = self.ctx.services.clone();
+        let (services, catalog) = (self.ctx.services.clone(), self.ctx.catalog.clone());
         let in_flight = self.tool_calls();
-        call_many(&services, &in_flight, calls, false).await
+        call_many(&services, &catalog, &in_flight, calls, false).await
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
-        Ok(self.ctx.services.tool_names())
+        Ok(self.ctx.catalog.tool_names(&self.ctx.services))
     }
 
     async fn schemas(&mut self) -> wasmtime::Result<Result<String, Error>> {
-        let services = self.ctx.services.clone();
-        Ok(schemas(&services).await.map(|s| s.to_string()))
+        let (services, catalog) = (self.ctx.services.clone(), self.ctx.catalog.clone());
+        Ok(schemas(&services, &catalog).await.map(|s| s.to_string()))
     }
 }
 
@@ -181,7 +186,7 @@ impl tools::Host for StoreState<CallCtx> {
         let Some(n) = self.ctx.nested.clone() else {
             return Ok(Err(no_tools()));
         };
-        Ok(call_one(&n.services, &n.in_flight, name, args, true).await)
+        Ok(call_one(&n.services, &n.catalog, &n.in_flight, name, args, true).await)
     }
 
     async fn call_many(
@@ -191,7 +196,7 @@ impl tools::Host for StoreState<CallCtx> {
         let Some(n) = self.ctx.nested.clone() else {
             return Ok(vec![Err(no_tools()); calls.len()]);
         };
-        call_many(&n.services, &n.in_flight, calls, true).await
+        call_many(&n.services, &n.catalog, &n.in_flight, calls, true).await
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
@@ -199,7 +204,7 @@ impl tools::Host for StoreState<CallCtx> {
             .ctx
             .nested
             .as_ref()
-            .map(|n| n.services.tool_names())
+            .map(|n| n.catalog.tool_names(&n.services))
             .unwrap_or_default())
     }
 
@@ -207,6 +212,8 @@ impl tools::Host for StoreState<CallCtx> {
         let Some(n) = self.ctx.nested.clone() else {
             return Ok(Ok("[]".into()));
         };
-        Ok(schemas(&n.services).await.map(|s| s.to_string()))
+        Ok(schemas(&n.services, &n.catalog)
+            .await
+            .map(|s| s.to_string()))
     }
 }

@@ -1,6 +1,8 @@
-//! Workflows a `/v1/episodes` request brings by name (`rollbox serve --tenants`): a path under
-//! one of its tenant's `component_dirs`, or `sha256:HEX`, the content hash of one the server
-//! has compiled, when the hash is among the tenant's `component_sha256`.
+//! Components a request brings by name (`rollbox serve --tenants`): the workflow of a
+//! `/v1/episodes` request, the rewards and tools its episodes reach, the reward of a
+//! `/v1/rewards` or `/get_reward` request. Each is a path under one of its tenant's
+//! `component_dirs`, or `sha256:HEX`, the content hash of one the server has compiled, when the
+//! hash is among the tenant's `component_sha256`.
 //!
 //! A path is opened one component at a time from the directory the operator listed, each with
 //! `O_NOFOLLOW` (a symlink anywhere below the directory is refused, so a link planted in a
@@ -8,22 +10,25 @@
 //! anything is opened; the file is read through that one descriptor (a regular file,
 //! at most [`rollbox_runtime::MAX_COMPONENT_FILE_BYTES`]) and what was read is what is hashed
 //! and compiled. A file is read again on every request that names it, so a new build is
-//! picked up; its compilation is kept by content hash (in memory, [`MAX_KEPT`] at most, and in
-//! the compiled-component cache on disk), shared by every tenant, so the same bytes are
-//! compiled once. Instances are never shared: each episode gets a fresh one.
+//! picked up; its compilation is kept by content hash (in memory, [`MAX_KEPT`] of each kind
+//! at most, and in the compiled-component cache on disk), shared by every tenant, so the same
+//! bytes are compiled once. Instances are never shared: each episode and call gets a fresh
+//! one.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rollbox_runtime::{ComponentSource, Runtime, WorkflowComponent};
+use rollbox_runtime::{
+    ComponentSource, RewardComponent, Runtime, ToolComponent, WorkflowComponent,
+};
 use sha2::{Digest, Sha256};
 
-/// Compiled workflows kept in memory; past this the least recently named is dropped (a request
-/// running it keeps its copy).
+/// Compiled components of each kind kept in memory; past this the least recently named is
+/// dropped (a request running it keeps its copy).
 pub const MAX_KEPT: usize = 16;
 
-/// The `sha256:` prefix of a workflow named by content hash.
+/// The `sha256:` prefix of a component named by content hash.
 pub const HASH_PREFIX: &str = "sha256:";
 
 /// Files read and compiled at once, server-wide: each holds up to 256 MiB read and its
@@ -31,40 +36,93 @@ pub const HASH_PREFIX: &str = "sha256:";
 /// holding them all at once.
 pub const MAX_LOADING: usize = 2;
 
-/// The compiled workflows requests named, by the sha256 of their bytes.
-pub struct RequestWorkflows {
-    kept: Mutex<Kept>,
+/// The compiled components requests named, by the sha256 of their bytes.
+pub struct RequestComponents {
+    workflows: Mutex<Kept<WorkflowComponent>>,
+    rewards: Mutex<Kept<RewardComponent>>,
+    tools: Mutex<Kept<ToolComponent>>,
     /// Taken for each file read and compiled ([`MAX_LOADING`]).
     pub loading: Arc<tokio::sync::Semaphore>,
 }
 
-impl Default for RequestWorkflows {
+impl Default for RequestComponents {
     fn default() -> Self {
-        RequestWorkflows {
-            kept: Mutex::default(),
+        RequestComponents {
+            workflows: Mutex::default(),
+            rewards: Mutex::default(),
+            tools: Mutex::default(),
             loading: Arc::new(tokio::sync::Semaphore::new(MAX_LOADING)),
         }
     }
 }
 
-#[derive(Default)]
-struct Kept {
-    by_sha256: HashMap<String, (Arc<WorkflowComponent>, u64)>,
+/// A kind of component a request may bring.
+pub trait Brought: Sized + Send + Sync + 'static {
+    /// `workflow`, `reward` or `tool`, for messages.
+    const KIND: &'static str;
+    /// This kind's compilations kept.
+    fn kept(all: &RequestComponents) -> &Mutex<Kept<Self>>;
+    /// Compile and type-check as this kind.
+    fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self>;
+}
+
+impl Brought for WorkflowComponent {
+    const KIND: &'static str = "workflow";
+    fn kept(all: &RequestComponents) -> &Mutex<Kept<Self>> {
+        &all.workflows
+    }
+    fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self> {
+        runtime.load_workflow(source)
+    }
+}
+
+impl Brought for RewardComponent {
+    const KIND: &'static str = "reward";
+    fn kept(all: &RequestComponents) -> &Mutex<Kept<Self>> {
+        &all.rewards
+    }
+    fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self> {
+        runtime.load_reward(source)
+    }
+}
+
+impl Brought for ToolComponent {
+    const KIND: &'static str = "tool";
+    fn kept(all: &RequestComponents) -> &Mutex<Kept<Self>> {
+        &all.tools
+    }
+    fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self> {
+        runtime.load_tool(source)
+    }
+}
+
+/// One kind's compilations, least recently named dropped first.
+pub struct Kept<C> {
+    by_sha256: HashMap<String, (Arc<C>, u64)>,
     /// Counts requests; an entry's number is when it was last named.
     clock: u64,
 }
 
-impl Kept {
-    fn get(&mut self, sha256: &str) -> Option<Arc<WorkflowComponent>> {
+impl<C> Default for Kept<C> {
+    fn default() -> Self {
+        Kept {
+            by_sha256: HashMap::new(),
+            clock: 0,
+        }
+    }
+}
+
+impl<C> Kept<C> {
+    fn get(&mut self, sha256: &str) -> Option<Arc<C>> {
         self.clock += 1;
         let clock = self.clock;
-        self.by_sha256.get_mut(sha256).map(|(w, used)| {
+        self.by_sha256.get_mut(sha256).map(|(c, used)| {
             *used = clock;
-            w.clone()
+            c.clone()
         })
     }
 
-    fn keep(&mut self, sha256: String, w: Arc<WorkflowComponent>) {
+    fn keep(&mut self, sha256: String, c: Arc<C>) {
         self.clock += 1;
         if self.by_sha256.len() >= MAX_KEPT
             && !self.by_sha256.contains_key(&sha256)
@@ -76,27 +134,27 @@ impl Kept {
         {
             self.by_sha256.remove(&oldest);
         }
-        self.by_sha256.insert(sha256, (w, self.clock));
+        self.by_sha256.insert(sha256, (c, self.clock));
     }
 }
 
-impl RequestWorkflows {
-    /// The workflow whose bytes hash to `sha256` (lowercase hex), if one is kept.
-    pub fn by_hash(&self, sha256: &str) -> Option<Arc<WorkflowComponent>> {
-        self.lock().get(sha256)
+impl RequestComponents {
+    /// The component of kind `C` whose bytes hash to `sha256` (lowercase hex), if one is kept.
+    pub fn by_hash<C: Brought>(&self, sha256: &str) -> Option<Arc<C>> {
+        lock(C::kept(self)).get(sha256)
     }
 
-    /// Read the workflow at `relative` beneath `dir` (found by [`beneath`]; `path` is the
-    /// whole, for messages) and compile it, or take the compilation kept for the same bytes.
-    /// Blocking: file reads and compiling (hold a [`RequestWorkflows::loading`] permit around
-    /// it).
-    pub fn load(
+    /// Read the component at `relative` beneath `dir` (found by [`beneath`]; `path` is the
+    /// whole, for messages) and compile it as a `C`, or take the compilation kept for the same
+    /// bytes. Blocking: file reads and compiling (hold a [`RequestComponents::loading`] permit
+    /// around it).
+    pub fn load<C: Brought>(
         &self,
         runtime: &Runtime,
         dir: &Path,
         relative: &Path,
         path: &Path,
-    ) -> anyhow::Result<Arc<WorkflowComponent>> {
+    ) -> anyhow::Result<Arc<C>> {
         let file = open_beneath(dir, relative).map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP | libc::ENOTDIR) => anyhow::anyhow!(
                 "{} is or passes through a symbolic link, refused below {} (or a file stands where a directory should)",
@@ -107,20 +165,23 @@ impl RequestWorkflows {
         })?;
         let bytes = rollbox_runtime::read_component(file, path)?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
-        if let Some(w) = self.by_hash(&sha256) {
-            return Ok(w);
+        if let Some(c) = self.by_hash(&sha256) {
+            return Ok(c);
         }
-        let w = Arc::new(runtime.load_workflow(ComponentSource::Read {
-            name: path.to_path_buf(),
-            bytes,
-        })?);
-        self.lock().keep(sha256, w.clone());
-        Ok(w)
+        let c = Arc::new(C::compile(
+            runtime,
+            ComponentSource::Read {
+                name: path.to_path_buf(),
+                bytes,
+            },
+        )?);
+        lock(C::kept(self)).keep(sha256, c.clone());
+        Ok(c)
     }
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
-        self.kept.lock().unwrap_or_else(|p| p.into_inner())
-    }
+fn lock<C>(kept: &Mutex<Kept<C>>) -> std::sync::MutexGuard<'_, Kept<C>> {
+    kept.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The directory of `dirs` that `path` lies beneath and the rest of `path` after it: only
