@@ -157,19 +157,35 @@ def tenants_file(cache, hostile_quota):
     return tenants
 
 
-def episode_flood(a, env, cache, hostile_quota):
+def episode_flood(a, env, cache, hostile_quota, fill=True):
     """The issue's noisy neighbour: the good tenant's reward calls one at a time (batch 1, one
     connection) alone, then while the hostile tenant floods with episodes that fill their
-    memory cap (64 MiB) and spin to their 1 s timeout."""
+    memory cap (64 MiB; `fill=False`: not) and spin to their 1 s timeout: four connections
+    each posting 32 episodes again as soon as the last are answered, for the whole window."""
     if not os.path.exists(a.loop):
         print(f"episode flood: skipped ({a.loop} is built by `cargo test --workspace`)")
         return
     tenants = tenants_file(cache, 'max_memory = "64MiB"\n' + hostile_quota)
     label = hostile_quota.strip() or "no episode quota"
-    print(f"two tenants, episode flood (hostile tenant with {label})")
+    print(f"two tenants, episode flood (hostile tenant with {label}{'' if fill else ', no memory fill'})")
     proc, host, port = start(a.rollbox, [
         "--tenants", tenants, "--workflow", a.loop, "--timeout", "1s", "--reward", "math=math",
         "--engine", "embedded", "--max-connections-per-ip", "1024"], env)
+    stop = threading.Event()
+    answered = [0]
+    rows = json.dumps({"rows": [{"messages": [{"role": "user", "content": "x"}], "fill": fill}] * 8,
+                       "n_samples": 4}).encode()
+
+    def flooder():
+        conn = http.client.HTTPConnection(host, port, timeout=300)
+        while not stop.is_set():
+            try:
+                conn.request("POST", "/v1/episodes", rows, {"Content-Type": "application/json",
+                                                            "Authorization": "Bearer hostile-key"})
+                conn.getresponse().read()
+                answered[0] += 1
+            except (OSError, http.client.HTTPException):
+                return
     floods = []
     try:
         good = {"Authorization": "Bearer good-key"}
@@ -177,23 +193,19 @@ def episode_flood(a, env, cache, hostile_quota):
         load(host, port, 1, payload, 1.0, good)
         alone = load(host, port, 1, payload, a.seconds, good)
         report("  good alone, 1 connection batch 1", *alone, 1)
-        rows = json.dumps({"rows": [{"messages": [{"role": "user", "content": "x"}], "fill": True}] * 8,
-                           "n_samples": 4}).encode()
-        for _ in range(4):
-            conn = http.client.HTTPConnection(host, port, timeout=120)
-            conn.request("POST", "/v1/episodes", rows, {"Content-Type": "application/json",
-                                                        "Authorization": "Bearer hostile-key"})
-            floods.append(conn)
+        floods = [threading.Thread(target=flooder, daemon=True) for _ in range(4)]
+        for t in floods:
+            t.start()
         time.sleep(1.5)
         beside = load(host, port, 1, payload, a.seconds, good)
-        report("  good beside 4 requests of 32 episodes filling 64 MiB and spinning", *beside, 1)
+        report("  good beside 4 connections of 32 episodes each, filling 64 MiB and spinning", *beside, 1)
+        print(f"  the hostile tenant had {answered[0]} requests of 32 episodes answered meanwhile")
         if alone[0] and beside[0]:
             print(f"  p99 beside / alone: {p99(beside[0]) / p99(alone[0]):.2f}x")
     finally:
+        stop.set()
         proc.kill()
         proc.wait()
-        for conn in floods:
-            conn.close()
 
 
 def two_tenants(a, env, cache, hostile_quota):
