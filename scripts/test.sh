@@ -52,6 +52,13 @@ if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_TRAINERS:-0}" != 1 ]; then
     background_install trainers scripts/install/trainers-venv.sh
     background_install verifiers scripts/install/verifiers-venv.sh
 fi
+# vLLM's CPU build and the model converted for it (once: ~2.5 min, 6.8 GB), for the live engine
+# test; ROLLBOX_SKIP_ENGINES=1 leaves it out of a quick local run; CI runs it.
+engines=0
+if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_ENGINES:-0}" != 1 ]; then
+    engines=1
+    background_install vllm scripts/install/vllm-model.sh
+fi
 # The vendored wasmtime is exactly 48.0.8 plus the patch files (host/runtime/wasmtime-patches).
 scripts/wasmtime-patches.sh check
 cargo test --workspace "$@"
@@ -86,6 +93,16 @@ if [ $# -eq 0 ]; then
         wait_install verifiers
         PYTHONPATH=python "$verifiers_python" -m pytest -q -p no:cacheprovider python/tests/verifiers
         took "python/tests/verifiers"
+    fi
+    # The `openai` backend against a live vLLM (CPU) server, through `rollbox rollout`.
+    if [ "$engines" = 0 ]; then
+        echo "python/tests/vllm_live.py skipped (ROLLBOX_SKIP_ENGINES=1)"
+    else
+        wait_install vllm # its output is the model's folder
+        "$(scripts/install/vllm-venv.sh)" python/tests/vllm_live.py --rollbox "$target_dir/debug/rollbox" \
+            --model "$vllm_python" \
+            --gguf "${ROLLBOX_MODEL_DIR:-$HOME/.cache/rollbox/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+        took "vLLM live"
     fi
     # rollbox.areal.WasmWorkflow against AReaL 1.0.4's own RLVRWorkflow and WorkflowExecutor,
     # in the AReaL venv (installing since the start, above).

