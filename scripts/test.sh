@@ -52,12 +52,14 @@ if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_TRAINERS:-0}" != 1 ]; then
     background_install trainers scripts/install/trainers-venv.sh
     background_install verifiers scripts/install/verifiers-venv.sh
 fi
-# vLLM's CPU build and the model converted for it (once: ~2.5 min, 6.8 GB), for the live engine
-# test; ROLLBOX_SKIP_ENGINES=1 leaves it out of a quick local run; CI runs it.
+# vLLM's CPU build and the model converted for it (once: ~2.5 min, 6.8 GB) and llama-cpp-python's
+# server (once: ~6.5 min, compiling llama.cpp), for the live engine tests;
+# ROLLBOX_SKIP_ENGINES=1 leaves them out of a quick local run; CI runs them.
 engines=0
 if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_ENGINES:-0}" != 1 ]; then
     engines=1
     background_install vllm scripts/install/vllm-model.sh
+    background_install llamacpp scripts/install/llamacpp-venv.sh
 fi
 # The vendored wasmtime is exactly 48.0.8 plus the patch files (host/runtime/wasmtime-patches).
 scripts/wasmtime-patches.sh check
@@ -94,15 +96,20 @@ if [ $# -eq 0 ]; then
         PYTHONPATH=python "$verifiers_python" -m pytest -q -p no:cacheprovider python/tests/verifiers
         took "python/tests/verifiers"
     fi
-    # The `openai` backend against a live vLLM (CPU) server, through `rollbox rollout`.
+    # The `openai` backends against live vLLM (CPU) and llama-cpp-python servers, through
+    # `rollbox rollout`.
     if [ "$engines" = 0 ]; then
-        echo "python/tests/vllm_live.py skipped (ROLLBOX_SKIP_ENGINES=1)"
+        echo "python/tests/engines_live.py skipped (ROLLBOX_SKIP_ENGINES=1)"
     else
+        gguf="${ROLLBOX_MODEL_DIR:-$HOME/.cache/rollbox/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
         wait_install vllm # its output is the model's folder
-        "$(scripts/install/vllm-venv.sh)" python/tests/vllm_live.py --rollbox "$target_dir/debug/rollbox" \
-            --model "$vllm_python" \
-            --gguf "${ROLLBOX_MODEL_DIR:-$HOME/.cache/rollbox/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
-        took "vLLM live"
+        "$ROLLBOX_TEST_VENV/bin/python" python/tests/engines_live.py --server vllm \
+            --server-python "$(scripts/install/vllm-venv.sh)" --model "$vllm_python" \
+            --rollbox "$target_dir/debug/rollbox" --gguf "$gguf"
+        wait_install llamacpp
+        "$ROLLBOX_TEST_VENV/bin/python" python/tests/engines_live.py --server llamacpp \
+            --server-python "$llamacpp_python" --rollbox "$target_dir/debug/rollbox" --gguf "$gguf"
+        took "live engines"
     fi
     # rollbox.areal.WasmWorkflow against AReaL 1.0.4's own RLVRWorkflow and WorkflowExecutor,
     # in the AReaL venv (installing since the start, above).
