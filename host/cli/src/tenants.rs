@@ -19,6 +19,7 @@
 //! sandbox_seconds_per_minute = 120 # time its sandboxes run; past it, 429 with Retry-After
 //! max_body_bytes = 16777216        # at most the server's cap
 //! max_rows_per_request = 1024      # rows of /v1/episodes, samples of /get_reward
+//! episode_cpus = "1-3"             # its episodes run on these cores only (default: any)
 //! ```
 //!
 //! The file holds hashes, never keys: whoever reads it cannot call the server. It must be a
@@ -71,6 +72,7 @@ struct TenantEntry {
     sandbox_seconds_per_minute: Option<u64>,
     max_body_bytes: Option<usize>,
     max_rows_per_request: Option<usize>,
+    episode_cpus: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -150,6 +152,8 @@ pub struct Tenant {
     /// Each of its episodes' and calls' memory, at most, bytes (`None`: as registered).
     pub max_memory_bytes: Option<u64>,
     pub quota: Quota,
+    /// The cores its episodes run on (`None`: any).
+    pub episode_cpus: Option<crate::threads::CpuSet>,
     pub usage: Arc<Usage>,
 }
 
@@ -294,8 +298,11 @@ impl Tenant {
         lane: crate::threads::Lane,
     ) -> Option<&'a crate::threads::Threads> {
         cell.get_or_init(|| {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            crate::threads::Threads::new(&self.name, lane, cores)
+            let cpus = match lane {
+                crate::threads::Lane::Episodes => self.episode_cpus.as_ref(),
+                crate::threads::Lane::Calls => None,
+            };
+            crate::threads::Threads::new(&self.name, lane, cpus)
                 .inspect_err(|e| tracing::warn!("{e:#}; they run on the server's threads"))
                 .ok()
         })
@@ -900,7 +907,25 @@ fn read(
             }
             component_sha256.push(h);
         }
+        let episode_cpus = t
+            .episode_cpus
+            .as_deref()
+            .map(crate::threads::CpuSet::parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("{what}: tenant {name:?} episode_cpus {e}"))?;
         let usage = usage.get(&name).cloned().unwrap_or_default();
+        if let Some(Some(running)) = usage.episode_threads.get()
+            && running.cpus() != episode_cpus.as_ref()
+        {
+            // Its episode threads may hold episodes now: they stay as they are.
+            let shown =
+                |c: Option<&crate::threads::CpuSet>| c.map_or("any".into(), |c| c.to_string());
+            tracing::warn!(
+                "tenant {name:?}: episode_cpus is now {} but its episode threads keep cores {} until the server restarts",
+                shown(episode_cpus.as_ref()),
+                shown(running.cpus())
+            );
+        }
         tenants.push(Arc::new(Tenant {
             name,
             keys,
@@ -912,6 +937,7 @@ fn read(
             timeout,
             max_memory_bytes,
             quota,
+            episode_cpus,
             usage,
         }));
     }
@@ -1394,6 +1420,12 @@ mod tests {
                     "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{k}\"]\nsandbox_seconds_per_minute = 0\n"
                 ),
                 "from 1 to 86400",
+            ),
+            (
+                &format!(
+                    "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{k}\"]\nepisode_cpus = \"0-100000\"\n"
+                ),
+                "episode_cpus \"0-100000\" names core",
             ),
         ] {
             let path = write(dir.path(), text);

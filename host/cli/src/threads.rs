@@ -13,6 +13,11 @@
 //! tenant alone can still use the whole machine, and a flood of its calls holds at most that
 //! many threads' share of the cores. Host work its guests ask for (tokenizing, images) runs on
 //! its own blocking pool too.
+//!
+//! A tenant's `episode_cpus` pins its episode threads (and their blocking pool) to those cores,
+//! one thread each: the other cores stay free for calls and the server whatever its episodes
+//! do. Priority alone cannot give that on a small virtual machine: with every vCPU busy, the
+//! hypervisor takes time from the guest (steal) and a call that wakes still waits for it.
 
 use std::future::Future;
 
@@ -49,28 +54,47 @@ impl Lane {
 pub struct Threads {
     /// Always `Some` until dropped.
     runtime: Option<tokio::runtime::Runtime>,
+    /// The cores they are pinned to (`None`: any).
+    cpus: Option<CpuSet>,
 }
 
 impl Threads {
-    /// `workers` threads for `tenant`'s `lane`.
-    pub fn new(tenant: &str, lane: Lane, workers: usize) -> anyhow::Result<Self> {
-        let workers = workers.max(1);
+    /// Threads for `tenant`'s `lane`: one per core of `cpus`, each pinned to them, or one per
+    /// core of the machine, unpinned.
+    pub fn new(tenant: &str, lane: Lane, cpus: Option<&CpuSet>) -> anyhow::Result<Self> {
+        let workers = match cpus {
+            Some(set) => set.len(),
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         builder
             .worker_threads(workers)
             .max_blocking_threads(workers * BLOCKING_PER_WORKER)
             .thread_name(lane.thread_name())
             .enable_all();
-        if lane == Lane::Episodes {
-            builder.on_thread_start(|| lower_priority(EPISODE_NICE));
-        }
+        let pin = cpus.cloned();
+        builder.on_thread_start(move || {
+            if lane == Lane::Episodes {
+                lower_priority(EPISODE_NICE);
+            }
+            if let Some(set) = &pin {
+                set.pin_current_thread();
+            }
+        });
         let runtime = builder
             .build()
             .with_context(|| format!("starting the threads of tenant `{tenant}`"))?;
-        tracing::debug!("tenant `{tenant}`: {workers} threads for its {lane:?}");
+        let on = cpus.map_or(String::new(), |c| format!(" on cores {c}"));
+        tracing::debug!("tenant `{tenant}`: {workers} threads for its {lane:?}{on}");
         Ok(Threads {
             runtime: Some(runtime),
+            cpus: cpus.cloned(),
         })
+    }
+
+    /// The cores they are pinned to (`None`: any).
+    pub fn cpus(&self) -> Option<&CpuSet> {
+        self.cpus.as_ref()
     }
 
     /// Run `fut` on these threads; its output, or an error if it panicked or was cancelled.
@@ -89,6 +113,111 @@ impl Threads {
             .expect("a tenant's runtime is there until dropped")
             .handle()
     }
+}
+
+/// Cores a tenant's threads are pinned to (`episode_cpus = "1-3,6"` in the tenants file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuSet {
+    /// Core numbers, ascending, each once.
+    cpus: Vec<usize>,
+}
+
+impl CpuSet {
+    /// Parse a core list as Linux writes one (`0`, `2-5`, `0,2-3`): every core must be one
+    /// this process may run on (its affinity mask, e.g. a container's cpuset), so a typo
+    /// fails at start instead of leaving threads unpinned.
+    pub fn parse(text: &str) -> Result<CpuSet, String> {
+        let allowed = allowed_cpus();
+        let mut cpus = Vec::new();
+        for part in text.split(',').map(str::trim) {
+            let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+            let core = |s: &str| {
+                s.trim().parse::<usize>().map_err(|_| {
+                    format!("{text:?} is not a core list like \"1\", \"2-5\" or \"0,2-3\"")
+                })
+            };
+            let (lo, hi) = (core(lo)?, core(hi)?);
+            if lo > hi {
+                return Err(format!("{text:?}: the range {part} runs backwards"));
+            }
+            for c in lo..=hi {
+                if !allowed.contains(&c) {
+                    return Err(format!(
+                        "{text:?} names core {c}, which this server may not run on (it may run on {})",
+                        CpuSet { cpus: allowed }
+                    ));
+                }
+                cpus.push(c);
+            }
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        Ok(CpuSet { cpus })
+    }
+
+    /// How many cores.
+    pub fn len(&self) -> usize {
+        self.cpus.len()
+    }
+
+    /// Whether the set has no core (never, once parsed).
+    pub fn is_empty(&self) -> bool {
+        self.cpus.is_empty()
+    }
+
+    /// Keep the calling thread on these cores. A failure leaves it as it was, with a warning.
+    fn pin_current_thread(&self) {
+        // SAFETY: cpu_set_t is plain data (all zeroes is the empty set); CPU_SET is given
+        // cores below CPU_SETSIZE (parse took them from the process's own mask, which holds
+        // no other), and sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes.
+        let done = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &c in &self.cpus {
+                libc::CPU_SET(c, &mut set);
+            }
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        if done != 0 {
+            let e = std::io::Error::last_os_error();
+            tracing::warn!("pinning a thread to cores {self}: {e}; it runs on any core");
+        }
+    }
+}
+
+impl std::fmt::Display for CpuSet {
+    /// As Linux writes a core list: `0-3,6`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut i = 0;
+        while i < self.cpus.len() {
+            let mut j = i;
+            while j + 1 < self.cpus.len() && self.cpus[j + 1] == self.cpus[j] + 1 {
+                j += 1;
+            }
+            let sep = if i == 0 { "" } else { "," };
+            if i == j {
+                write!(f, "{sep}{}", self.cpus[i])?;
+            } else {
+                write!(f, "{sep}{}-{}", self.cpus[i], self.cpus[j])?;
+            }
+            i = j + 1;
+        }
+        Ok(())
+    }
+}
+
+/// The cores this process may run on (all it can see if the mask cannot be read).
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity writes at most size_of::<cpu_set_t>() bytes into `set`;
+    // CPU_ISSET reads cores below CPU_SETSIZE only.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            return (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect();
+        }
+    }
+    (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
 }
 
 /// Set the calling thread's nice value to `nice` (Linux sets it per thread; raising it needs
@@ -119,7 +248,7 @@ mod tests {
     /// inside another runtime does not panic.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn tasks_run_on_the_tenants_threads() {
-        let threads = Threads::new("a", Lane::Calls, 2).expect("threads");
+        let threads = Threads::new("a", Lane::Calls, None).expect("threads");
         let name = threads
             .spawn(async { std::thread::current().name().map(str::to_string) })
             .await
@@ -128,5 +257,63 @@ mod tests {
         let here = std::thread::current().name().map(str::to_string);
         assert_ne!(here.as_deref(), Some("rollbox-tenant"));
         drop(threads);
+    }
+
+    /// A core list parses as Linux writes one and prints back the same; cores the process
+    /// may not run on, reversed ranges and junk are refused with the text named.
+    #[test]
+    fn core_lists_parse_and_print() {
+        let allowed = allowed_cpus();
+        let first = allowed[0];
+        let set = CpuSet::parse(&format!("{first}, {first}-{first}")).expect("parsed");
+        assert_eq!(set.len(), 1);
+        assert_eq!(set.to_string(), first.to_string());
+        let all = CpuSet::parse(
+            &CpuSet {
+                cpus: allowed.clone(),
+            }
+            .to_string(),
+        )
+        .expect("all");
+        assert_eq!(all.cpus, allowed);
+        let err = CpuSet::parse("100000").expect_err("beyond the mask");
+        assert!(
+            err.contains("core 100000") && err.contains("may run on"),
+            "{err}"
+        );
+        let err = CpuSet::parse("3-1").expect_err("backwards");
+        assert!(err.contains("runs backwards"), "{err}");
+        for junk in ["", "a", "1-", "-1", "1;2"] {
+            let err = CpuSet::parse(junk).expect_err(junk);
+            assert!(err.contains("core list"), "{junk:?}: {err}");
+        }
+        let shown = CpuSet {
+            cpus: vec![0, 1, 2, 3, 6, 8, 9],
+        };
+        assert_eq!(shown.to_string(), "0-3,6,8-9");
+    }
+
+    /// Threads made for a core set run only on it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pinned_threads_stay_on_their_cores() {
+        let core = allowed_cpus()[0];
+        let set = CpuSet::parse(&core.to_string()).expect("parsed");
+        let threads = Threads::new("a", Lane::Episodes, Some(&set)).expect("threads");
+        let seen = threads
+            .spawn(async { allowed_cpus() })
+            .await
+            .expect("joined");
+        assert_eq!(seen, vec![core]);
+        let nice = threads
+            .spawn(async {
+                // SAFETY: getpriority takes no pointers; errno is cleared first as it asks.
+                unsafe {
+                    *libc::__errno_location() = 0;
+                    libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t)
+                }
+            })
+            .await
+            .expect("joined");
+        assert_eq!(nice, EPISODE_NICE);
     }
 }

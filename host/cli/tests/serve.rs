@@ -1141,17 +1141,32 @@ fn serve_holds_tenants_to_their_components_and_time() {
 /// The noisy neighbour with episodes (issue 38): tenant `a` floods `/v1/episodes` with a
 /// workflow that fills its 64 MiB and spins to its 1 s timeout, from four connections, while
 /// `b` scores one completion at a time (`b` may run no workflow: its own episodes are 403).
-/// `a`'s `max_episodes_in_flight = 1` keeps its episodes to one core of the two and its
-/// sandboxes run on its own threads, so `b` never sees an error and its p99 stays within 1.5x
-/// its p99 alone plus 50 ms, for the other tests of this file running beside it (measured on
-/// a quiet machine, debug build: 0.7–1.2 ms alone, 1.8–3.1 ms beside the flood). When `a`'s
-/// clients leave, its episodes stop.
+/// `a`'s `max_episodes_in_flight = 1` keeps its episodes to one core of the two, its
+/// `episode_cpus` pins them to the last core (with more than one), and its sandboxes run on
+/// its own threads, so `b` never sees an error and its p99 stays within 1.5x its p99 alone
+/// plus 50 ms, for the other tests of this file running beside it (measured on a quiet
+/// machine, debug build: 0.7–1.2 ms alone, 1.8–3.1 ms beside the flood). When `a`'s clients
+/// leave, its episodes stop.
 #[test]
 fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
     let tmp = tempfile::tempdir().expect("tmp");
+    let allowed = cores_allowed("self");
+    let last = allowed
+        .rsplit([',', '-'])
+        .next()
+        .expect("a core")
+        .to_string();
+    let pinned = allowed != last;
+    let pin = if pinned {
+        format!("\nepisode_cpus = \"{last}\"")
+    } else {
+        String::new()
+    };
     let file = two_tenants(
         tmp.path(),
-        "max_episodes_in_flight = 1\nmax_requests_in_flight = 8\nmax_memory = \"64MiB\"",
+        &format!(
+            "max_episodes_in_flight = 1\nmax_requests_in_flight = 8\nmax_memory = \"64MiB\"{pin}"
+        ),
         "workflows = []",
     );
     let (mut child, addr) = start_serve(
@@ -1242,14 +1257,27 @@ fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
             text.contains("rollbox_tenant_episodes_in_flight{tenant=\"a\"} 1\n"),
             "a's one episode at a time: {text}"
         );
-        // Each tenant's sandboxes ran on threads of its own, one per core: b's calls at the
-        // server's priority, a's episodes at nice 10.
+        // Each tenant's sandboxes ran on threads of its own: b's calls one per core at the
+        // server's priority, a's episodes at nice 10, one on its pinned core (with more than
+        // one core), else one per core.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         assert_eq!(threads_named(child.id(), "rollbox-tenant"), vec![0; cores]);
+        let episodes = if pinned { 1 } else { cores };
         assert_eq!(
             threads_named(child.id(), "rollbox-episode"),
-            vec![10; cores]
+            vec![10; episodes]
         );
+        let task = std::fs::read_dir(format!("/proc/{}/task", child.id())).expect("threads");
+        for t in task.flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            let tid = t.file_name().to_string_lossy().into_owned();
+            let on = cores_allowed(&format!("{}/task/{tid}", child.id()));
+            match comm.trim_end() {
+                "rollbox-episode" if pinned => assert_eq!(on, last, "episode thread {tid}"),
+                "rollbox-tenant" => assert_eq!(on, allowed, "call thread {tid}"),
+                _ => {}
+            }
+        }
         // a's clients go away: its episodes stop (each would spin to its 1 s timeout, and
         // the four requests' 128 episodes would take two minutes at one at a time).
         drop(flood);
@@ -1584,6 +1612,17 @@ fn serve_episodes_reach_the_rewards_and_tools_tenants_bring() {
 }
 
 /// The nice values of process `pid`'s threads called `name`.
+/// The cores `/proc/{proc}` may run on, as Linux lists them (`0-1`).
+fn cores_allowed(proc: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{proc}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list")
+        .trim()
+        .to_string()
+}
+
 fn threads_named(pid: u32, name: &str) -> Vec<i64> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .expect("the server's threads")
