@@ -18,7 +18,8 @@ Run in the trainers venv (torch, transformers, gguf):
     PY=$(scripts/install/trainers-venv.sh)
     cargo build --release -p rollbox
     "$PY" scripts/baselines/logprob_study.py --rollbox target/release/rollbox \\
-        --gguf ~/.cache/rollbox/models/SmolLM2-135M-Instruct.Q4_1.gguf [--prompts 200] [--json OUT]
+        --gguf ~/.cache/rollbox/models/SmolLM2-135M-Instruct.Q4_1.gguf [--prompts 200] \\
+        [--weights Q4_1,f32] [--json OUT]
 """
 
 import argparse
@@ -128,6 +129,7 @@ def main():
     ap.add_argument("--rollbox", required=True)
     ap.add_argument("--gguf", required=True)
     ap.add_argument("--prompts", type=int, default=200)
+    ap.add_argument("--weights", default="Q4_1,f32", help="which of Q4_1 and f32 to run")
     ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="rollbox-logprobs-")
@@ -146,6 +148,8 @@ def main():
     print(f"{'weights':8} {'setting':16} {'tokens':>6} {'|d| mean':>9} {'p50':>8} {'p99':>8} {'max':>7} "
           f"{'tok out%':>8} {'seq p1':>7} {'p50':>6} {'p99':>6} {'seq out%':>8}")
     for weights, path in (("Q4_1", a.gguf), ("f32", f32)):
+        if weights not in a.weights.split(","):
+            continue
         for label, gconfig, temperature in SETTINGS:
             records = generate(a.rollbox, path, data, gconfig, tmp, f"{weights}-{label.replace(' ', '-')}")
             s = summarize(recompute(model, records, temperature))
