@@ -776,6 +776,32 @@ fn registered_by_hash<C: Clone>(
         .map(|r| Arc::new(r.component().clone()))
 }
 
+/// The registered reward whose bytes hash to `sha`, if any.
+fn registered_reward(
+    services: &rollbox_runtime::Services,
+    sha: &str,
+) -> Option<Arc<rollbox_runtime::RewardComponent>> {
+    registered_by_hash(
+        services.reward_names(),
+        |n| services.reward(n),
+        sha,
+        rollbox_runtime::RewardComponent::info,
+    )
+}
+
+/// The registered tool whose bytes hash to `sha`, if any.
+fn registered_tool(
+    services: &rollbox_runtime::Services,
+    sha: &str,
+) -> Option<Arc<rollbox_runtime::ToolComponent>> {
+    registered_by_hash(
+        services.tool_names(),
+        |n| services.tool(n),
+        sha,
+        rollbox_runtime::ToolComponent::info,
+    )
+}
+
 /// [`tenant_catalog`] with the rewards and tools an episodes request brings (`{"NAME":
 /// "/path" | "sha256:HEX"}` each), under the names it gives them, each called with the
 /// defaults of a registration (rewards: 15 s, 256 MiB, 3 retries; tools: 5 s, 128 MiB, none)
@@ -801,14 +827,7 @@ async fn episode_catalog(
         )
     };
     for (name, named) in rewards {
-        let own = |sha: &str| {
-            registered_by_hash(
-                services.reward_names(),
-                |n| services.reward(n),
-                sha,
-                rollbox_runtime::RewardComponent::info,
-            )
-        };
+        let own = |sha: &str| registered_reward(services, sha);
         let c = brought(app, caller, named, own)
             .await?
             .ok_or_else(|| not_brought("rewards", name, named))?;
@@ -822,14 +841,7 @@ async fn episode_catalog(
         catalog.bring_reward(name.clone(), reg);
     }
     for (name, named) in tools {
-        let own = |sha: &str| {
-            registered_by_hash(
-                services.tool_names(),
-                |n| services.tool(n),
-                sha,
-                rollbox_runtime::ToolComponent::info,
-            )
-        };
+        let own = |sha: &str| registered_tool(services, sha);
         let c = brought(app, caller, named, own)
             .await?
             .ok_or_else(|| not_brought("tools", name, named))?;
@@ -1308,14 +1320,7 @@ async fn chosen_reward(
     let runtime = &app.rollout.runtime;
     if let Some(n) = &named {
         let services = runtime.services();
-        let own = |sha: &str| {
-            registered_by_hash(
-                services.reward_names(),
-                |n| services.reward(n),
-                sha,
-                rollbox_runtime::RewardComponent::info,
-            )
-        };
+        let own = |sha: &str| registered_reward(services, sha);
         if let Some(c) = brought(app, caller, n, own).await? {
             let reg = runtime
                 .reward_for_catalog(
