@@ -140,12 +140,13 @@ def main():
         return
     for hostile_quota in ("", "max_reward_calls_in_flight = 1\n"):
         two_tenants(a, env, cache, hostile_quota)
-    floods = ["max_episodes_in_flight = 1\n", ""]
+    floods = [("max_episodes_in_flight = 1\n", None), ("", None)]
     if len(os.sched_getaffinity(0)) > 1:
-        # The hostile tenant's episodes on the last core only: the others stay free for calls.
-        floods.append(f'episode_cpus = "{max(os.sched_getaffinity(0))}"\n')
-    for hostile_quota in floods:
-        episode_flood(a, env, cache, hostile_quota)
+        # The hostile tenant's episodes on the last core only: the server keeps the others.
+        last = max(os.sched_getaffinity(0))
+        floods.append((f'episode_cpus = "{last}"\n', last))
+    for hostile_quota, set_apart in floods:
+        episode_flood(a, env, cache, hostile_quota, set_apart=set_apart)
 
 
 def tenants_file(cache, hostile_quota):
@@ -161,11 +162,13 @@ def tenants_file(cache, hostile_quota):
     return tenants
 
 
-def episode_flood(a, env, cache, hostile_quota, fill=True):
+def episode_flood(a, env, cache, hostile_quota, fill=True, set_apart=None):
     """The issue's noisy neighbour: the good tenant's reward calls one at a time (batch 1, one
     connection) alone, then while the hostile tenant floods with episodes that fill their
     memory cap (64 MiB; `fill=False`: not) and spin to their 1 s timeout: four connections
-    each posting 32 episodes again as soon as the last are answered, for the whole window."""
+    each posting 32 episodes again as soon as the last are answered, for the whole window.
+    `set_apart`: the core the hostile tenant's episodes are pinned to; the load client stays
+    off it too once the server has started, as a trainer on another machine would."""
     if not os.path.exists(a.loop):
         print(f"episode flood: skipped ({a.loop} is built by `cargo test --workspace`)")
         return
@@ -175,6 +178,9 @@ def episode_flood(a, env, cache, hostile_quota, fill=True):
     proc, host, port = start(a.rollbox, [
         "--tenants", tenants, "--workflow", a.loop, "--timeout", "1s", "--reward", "math=math",
         "--engine", "embedded", "--max-connections-per-ip", "1024"], env)
+    client_cores = os.sched_getaffinity(0)
+    if set_apart is not None:
+        os.sched_setaffinity(0, client_cores - {set_apart})
     stop = threading.Event()
     answered = [0]
     rows = json.dumps({"rows": [{"messages": [{"role": "user", "content": "x"}], "fill": fill}] * 8,
@@ -210,6 +216,7 @@ def episode_flood(a, env, cache, hostile_quota, fill=True):
         stop.set()
         proc.kill()
         proc.wait()
+        os.sched_setaffinity(0, client_cores)
 
 
 def two_tenants(a, env, cache, hostile_quota):

@@ -19,7 +19,8 @@
 //! sandbox_seconds_per_minute = 120 # time its sandboxes run; past it, 429 with Retry-After
 //! max_body_bytes = 16777216        # at most the server's cap
 //! max_rows_per_request = 1024      # rows of /v1/episodes, samples of /get_reward
-//! episode_cpus = "1-3"             # its episodes run on these cores only (default: any)
+//! episode_cpus = "1-3"             # its episodes run on these cores only, set apart from
+//!                                   # the server's other threads (default: any)
 //! ```
 //!
 //! The file holds hashes, never keys: whoever reads it cannot call the server. It must be a
@@ -913,6 +914,14 @@ fn read(
             .map(crate::threads::CpuSet::parse)
             .transpose()
             .map_err(|e| anyhow::anyhow!("{what}: tenant {name:?} episode_cpus {e}"))?;
+        if let (Some(set), Some(shared)) = (&episode_cpus, crate::threads::shared_cpus())
+            && set.overlaps(shared)
+        {
+            // Read again after start: the server's threads were set apart then.
+            tracing::warn!(
+                "tenant {name:?}: episode_cpus {set} shares cores with the server's threads (cores {shared}, set apart at start) until the server restarts"
+            );
+        }
         let usage = usage.get(&name).cloned().unwrap_or_default();
         if let Some(Some(running)) = usage.episode_threads.get()
             && running.cpus() != episode_cpus.as_ref()

@@ -15,11 +15,15 @@
 //! its own blocking pool too.
 //!
 //! A tenant's `episode_cpus` pins its episode threads (and their blocking pool) to those cores,
-//! one thread each: the other cores stay free for calls and the server whatever its episodes
-//! do. Priority alone cannot give that on a small virtual machine: with every vCPU busy, the
-//! hypervisor takes time from the guest (steal) and a call that wakes still waits for it.
+//! one thread each, and [`set_apart`] keeps every other thread of the server off them (its
+//! HTTP workers, the engine, every tenant's calls and unpinned episodes): the other cores stay
+//! free for calls and the server whatever the pinned episodes do. Priority alone cannot give
+//! that on a small virtual machine: with every vCPU busy, the hypervisor takes time from the
+//! guest (steal) and a call that wakes still waits for it; and a call woken on the episodes'
+//! core waits for the scheduler to preempt them.
 
 use std::future::Future;
+use std::sync::OnceLock;
 
 use anyhow::Context;
 
@@ -59,10 +63,12 @@ pub struct Threads {
 }
 
 impl Threads {
-    /// Threads for `tenant`'s `lane`: one per core of `cpus`, each pinned to them, or one per
-    /// core of the machine, unpinned.
+    /// Threads for `tenant`'s `lane`: one per core of `cpus`, each pinned to them, or (`None`)
+    /// one per core left to the server by [`set_apart`], pinned to those, or one per core of
+    /// the machine, unpinned.
     pub fn new(tenant: &str, lane: Lane, cpus: Option<&CpuSet>) -> anyhow::Result<Self> {
-        let workers = match cpus {
+        let pin = cpus.or_else(|| SHARED.get()).cloned();
+        let workers = match &pin {
             Some(set) => set.len(),
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
@@ -72,7 +78,9 @@ impl Threads {
             .max_blocking_threads(workers * BLOCKING_PER_WORKER)
             .thread_name(lane.thread_name())
             .enable_all();
-        let pin = cpus.cloned();
+        let on = pin
+            .as_ref()
+            .map_or(String::new(), |c| format!(" on cores {c}"));
         builder.on_thread_start(move || {
             if lane == Lane::Episodes {
                 lower_priority(EPISODE_NICE);
@@ -84,7 +92,6 @@ impl Threads {
         let runtime = builder
             .build()
             .with_context(|| format!("starting the threads of tenant `{tenant}`"))?;
-        let on = cpus.map_or(String::new(), |c| format!(" on cores {c}"));
         tracing::debug!("tenant `{tenant}`: {workers} threads for its {lane:?}{on}");
         Ok(Threads {
             runtime: Some(runtime),
@@ -92,7 +99,7 @@ impl Threads {
         })
     }
 
-    /// The cores they are pinned to (`None`: any).
+    /// The cores the tenant's entry pinned them to (`None`: none named).
     pub fn cpus(&self) -> Option<&CpuSet> {
         self.cpus.as_ref()
     }
@@ -127,7 +134,7 @@ impl CpuSet {
     /// this process may run on (its affinity mask, e.g. a container's cpuset), so a typo
     /// fails at start instead of leaving threads unpinned.
     pub fn parse(text: &str) -> Result<CpuSet, String> {
-        let allowed = allowed_cpus();
+        let allowed = process_cpus().to_vec();
         let mut cpus = Vec::new();
         for part in text.split(',').map(str::trim) {
             let (lo, hi) = part.split_once('-').unwrap_or((part, part));
@@ -165,23 +172,108 @@ impl CpuSet {
         self.cpus.is_empty()
     }
 
+    /// Every core of any of `sets`; `None` when there is none.
+    pub fn union<'a>(sets: impl IntoIterator<Item = &'a CpuSet>) -> Option<CpuSet> {
+        let mut cpus: Vec<usize> = sets.into_iter().flat_map(|s| s.cpus.clone()).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        (!cpus.is_empty()).then_some(CpuSet { cpus })
+    }
+
+    /// Whether the two sets have a core in common.
+    pub fn overlaps(&self, other: &CpuSet) -> bool {
+        self.cpus.iter().any(|c| other.cpus.contains(c))
+    }
+
     /// Keep the calling thread on these cores. A failure leaves it as it was, with a warning.
     fn pin_current_thread(&self) {
+        if let Err(e) = self.pin(0) {
+            tracing::warn!("pinning a thread to cores {self}: {e}; it runs on any core");
+        }
+    }
+
+    /// Keep thread `tid` (0: the calling one) on these cores.
+    fn pin(&self, tid: libc::pid_t) -> std::io::Result<()> {
         // SAFETY: cpu_set_t is plain data (all zeroes is the empty set); CPU_SET is given
-        // cores below CPU_SETSIZE (parse took them from the process's own mask, which holds
-        // no other), and sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes.
+        // cores below CPU_SETSIZE (they come from the process's own mask, which holds no
+        // other), and sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes.
         let done = unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             for &c in &self.cpus {
                 libc::CPU_SET(c, &mut set);
             }
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
         };
-        if done != 0 {
-            let e = std::io::Error::last_os_error();
-            tracing::warn!("pinning a thread to cores {self}: {e}; it runs on any core");
+        if done == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
         }
     }
+}
+
+/// The cores left to the server's threads once [`set_apart`] has run; unset: any.
+static SHARED: OnceLock<CpuSet> = OnceLock::new();
+
+/// Keep every thread of the process, and so every thread they start, off `reserved` (the
+/// cores tenants' episodes are pinned to): the server's own threads, the engine's, and every
+/// tenant's calls and unpinned episodes run on the cores left. Returns those, or `None` when
+/// `reserved` leaves none (nothing is moved then). Done once, at start: a second call returns
+/// what the first set apart.
+pub fn set_apart(reserved: &CpuSet) -> anyhow::Result<Option<&'static CpuSet>> {
+    if let Some(shared) = SHARED.get() {
+        return Ok(Some(shared));
+    }
+    let left: Vec<usize> = process_cpus()
+        .iter()
+        .copied()
+        .filter(|c| !reserved.cpus.contains(c))
+        .collect();
+    if left.is_empty() {
+        return Ok(None);
+    }
+    let shared = SHARED.get_or_init(|| CpuSet { cpus: left });
+    // A thread started while this runs takes its starter's mask: look again until no thread
+    // is new (threads start at start-up only, so this ends at once).
+    let mut done = std::collections::HashSet::new();
+    for _ in 0..16 {
+        let mut moved = false;
+        let tasks = std::fs::read_dir("/proc/self/task").context("listing the server's threads")?;
+        for task in tasks {
+            let Some(tid) = task?.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                continue;
+            };
+            if !done.insert(tid) {
+                continue;
+            }
+            moved = true;
+            match shared.pin(tid) {
+                Ok(()) => {}
+                // It ended meanwhile.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("keeping thread {tid} on cores {shared}"));
+                }
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    Ok(Some(shared))
+}
+
+/// The cores [`set_apart`] left to the server's threads, once it has run.
+pub fn shared_cpus() -> Option<&'static CpuSet> {
+    SHARED.get()
+}
+
+/// The cores the process could run on when first asked, before [`set_apart`] narrowed its
+/// threads: what `episode_cpus` may name.
+fn process_cpus() -> &'static [usize] {
+    static CPUS: OnceLock<Vec<usize>> = OnceLock::new();
+    CPUS.get_or_init(allowed_cpus)
 }
 
 impl std::fmt::Display for CpuSet {
@@ -291,6 +383,14 @@ mod tests {
             cpus: vec![0, 1, 2, 3, 6, 8, 9],
         };
         assert_eq!(shown.to_string(), "0-3,6,8-9");
+        let other = CpuSet {
+            cpus: vec![3, 4, 5],
+        };
+        let both = CpuSet::union([&shown, &other]).expect("cores");
+        assert_eq!(both.to_string(), "0-6,8-9");
+        assert!(shown.overlaps(&other) && other.overlaps(&both));
+        assert!(!other.overlaps(&CpuSet { cpus: vec![0, 6] }));
+        assert_eq!(CpuSet::union([]), None);
     }
 
     /// Threads made for a core set run only on it.

@@ -70,6 +70,7 @@ use rollbox_runtime::Catalog;
 use super::rollout::SetupArgs;
 use crate::request_components::{Brought, RequestComponents};
 use crate::tenants::{FairGate, Quota, Registered, Tenant, Tenants};
+use crate::threads::CpuSet;
 
 /// Flags of `rollbox serve`.
 #[derive(Args, Debug)]
@@ -1845,6 +1846,24 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
+/// Keep the server's threads off the cores tenants' episodes are pinned to (`episode_cpus`),
+/// before the engine and the components start theirs.
+fn set_apart_episode_cores(tenants: &Tenants) -> anyhow::Result<()> {
+    let all = tenants.all();
+    let Some(reserved) = CpuSet::union(all.iter().filter_map(|t| t.episode_cpus.as_ref())) else {
+        return Ok(());
+    };
+    match crate::threads::set_apart(&reserved)? {
+        Some(left) => tracing::info!(
+            "cores {reserved} are set apart for tenants' episodes (episode_cpus): the server, the calls and other episodes run on cores {left}"
+        ),
+        None => tracing::warn!(
+            "the tenants' episode_cpus name every core ({reserved}): the server's threads and the calls share them with those episodes"
+        ),
+    }
+    Ok(())
+}
+
 /// Serve until killed.
 pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
     let spec = a.setup.spec()?;
@@ -1861,6 +1880,9 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    if let Some(tenants) = &tenants {
+        set_apart_episode_cores(tenants)?;
+    }
     let tls = match (&a.tls_cert, &a.tls_key) {
         (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),
         _ => None,
