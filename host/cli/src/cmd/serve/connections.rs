@@ -1,0 +1,298 @@
+//! Connections: accepted within the total and per-address caps (TLS when given), each
+//! request's headers and body read within their time and size caps, and the signal that
+//! starts the drain.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::{BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, error};
+
+/// The request body, read within [`BODY_READ_TIMEOUT`] and `cap` bytes.
+pub(super) async fn read_body(
+    body: axum::body::Body,
+    cap: usize,
+) -> Result<axum::body::Bytes, Response> {
+    use axum::body::HttpBody as _;
+    // A declared Content-Length over the cap is refused before anything is read.
+    let declared = body.size_hint().lower();
+    if declared > cap as u64 {
+        return Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a body of {declared} bytes; at most {cap}: send fewer rows per request"),
+        ));
+    }
+    match tokio::time::timeout(BODY_READ_TIMEOUT, collect_capped(body, cap, declared)).await {
+        Ok(result) => result,
+        Err(_) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the body did not arrive within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
+/// The body's bytes, appended frame by frame into one buffer (no collect-then-concatenate:
+/// a 64 MiB body is never copied whole in one go on an async worker, nor held twice).
+async fn collect_capped(
+    mut body: axum::body::Body,
+    cap: usize,
+    declared: u64,
+) -> Result<axum::body::Bytes, Response> {
+    use http_body_util::BodyExt as _;
+    let mut buf = Vec::with_capacity(declared.min(1 << 20) as usize);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            while let Some(err) = source {
+                if err.is::<http_body_util::LengthLimitError>() {
+                    return error(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "the body is over this tenant's max_body_bytes".into(),
+                    );
+                }
+                source = err.source();
+            }
+            error(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the body: {e}"),
+            )
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if buf.len() + data.len() > cap {
+            return Err(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the body is over {cap} bytes: send fewer rows per request"),
+            ));
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok(buf.into())
+}
+
+/// Largest `--tls-cert` or `--tls-key` file, bytes.
+const MAX_TLS_FILE_BYTES: u64 = 1 << 20;
+
+/// The TLS side of `--tls-cert` and `--tls-key` (rustls with *ring*; TLS 1.2 and 1.3; HTTP/1.1).
+pub(super) fn tls_acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    use std::io::Read as _;
+    use tokio_rustls::rustls;
+    let read = |path: &std::path::Path, flag: &str| -> anyhow::Result<Vec<u8>> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?;
+        if !file.metadata()?.is_file() {
+            anyhow::bail!("{flag} {} is not a regular file", path.display());
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_TLS_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_TLS_FILE_BYTES {
+            anyhow::bail!(
+                "{flag} {} is over {MAX_TLS_FILE_BYTES} bytes",
+                path.display()
+            );
+        }
+        Ok(bytes)
+    };
+    let certs = CertificateDer::pem_slice_iter(&read(cert, "--tls-cert")?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("--tls-cert {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        anyhow::bail!("--tls-cert {} holds no PEM CERTIFICATE", cert.display());
+    }
+    let private = PrivateKeyDer::from_pem_slice(&read(key, "--tls-key")?).map_err(|e| {
+        anyhow::anyhow!(
+            "--tls-key {}: no PEM private key ({e}); give the key of --tls-cert",
+            key.display()
+        )
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, private)
+        .map_err(|e| anyhow::anyhow!("--tls-cert and --tls-key do not go together: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The first SIGTERM or SIGINT.
+pub(super) async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
+/// Serve one connection's requests until it closes; when `stop` changes (drain), finish the
+/// request in flight and close.
+async fn serve_io<I>(
+    io: I,
+    service: hyper_util::service::TowerToHyperService<Router>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), String>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(io, service);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = stop.changed() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    result.map_err(|e| e.to_string())
+}
+
+/// Connections open per client address.
+#[derive(Default)]
+struct PerIp(std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>);
+
+/// One connection counted against its address; uncounted when dropped.
+struct IpSlot {
+    table: Arc<PerIp>,
+    ip: std::net::IpAddr,
+}
+
+impl PerIp {
+    fn take(self: &Arc<Self>, ip: std::net::IpAddr, cap: usize) -> Option<IpSlot> {
+        let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = t.entry(ip).or_default();
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot {
+            table: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut t = self.table.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = t.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                t.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Accept connections and serve each on its own task, with a header-read timeout and caps on
+/// open connections, in all and per client address (`axum::serve` has none of these:
+/// half-open connections were held forever).
+pub(super) async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    per_ip_cap: usize,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    drain: impl std::future::Future<Output = ()>,
+    drain_timeout: Duration,
+) -> anyhow::Result<()> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let per_ip = Arc::new(PerIp::default());
+    let (draining, _) = tokio::sync::watch::channel(false);
+    let mut refused_logged = std::time::Instant::now() - Duration::from_secs(60);
+    tokio::pin!(drain);
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = &mut drain => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some(ip_slot) = per_ip.take(peer.ip(), per_ip_cap) else {
+            // A flood would log a line per connection: at most one a second.
+            if refused_logged.elapsed() >= Duration::from_secs(1) {
+                refused_logged = std::time::Instant::now();
+                tracing::warn!(
+                    "{} has {per_ip_cap} connections open (--max-connections-per-ip); closing new ones",
+                    peer.ip()
+                );
+            }
+            continue;
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            if refused_logged.elapsed() >= Duration::from_secs(1) {
+                refused_logged = std::time::Instant::now();
+                tracing::warn!("{MAX_CONNECTIONS} connections open; closing new ones");
+            }
+            continue;
+        };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let stop = draining.subscribe();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let result = match tls {
+                None => serve_io(hyper_util::rt::TokioIo::new(stream), service, stop).await,
+                // The handshake within the header time: a client that opens a connection
+                // and never finishes it holds its slot no longer than a slow request would.
+                Some(acceptor) => {
+                    match tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            serve_io(hyper_util::rt::TokioIo::new(tls), service, stop).await
+                        }
+                        Ok(Err(e)) => Err(format!("TLS handshake: {e}")),
+                        Err(_) => Err("TLS handshake timed out".into()),
+                    }
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!("connection from {peer}: {e}");
+            }
+            drop((slot, ip_slot));
+        });
+    }
+    // Draining: no new connections; open ones finish their request and close.
+    drop(listener);
+    let _ = draining.send(true);
+    let open = MAX_CONNECTIONS - slots.available_permits();
+    tracing::info!(
+        "draining: {open} connections open, waiting up to {} s",
+        drain_timeout.as_secs_f64()
+    );
+    let all = u32::try_from(MAX_CONNECTIONS).unwrap_or(u32::MAX);
+    match tokio::time::timeout(drain_timeout, slots.acquire_many(all)).await {
+        Ok(_) => tracing::info!("drained: every request answered"),
+        Err(_) => tracing::warn!(
+            "drain timeout: {} connections still open are cancelled with their episodes",
+            MAX_CONNECTIONS - slots.available_permits()
+        ),
+    }
+    Ok(())
+}

@@ -1,0 +1,427 @@
+//! `POST /get_reward` (OpenRLHF's remote reward protocol) and `POST /v1/rewards`: each
+//! completion scored in its own sandbox, taking turns with other tenants at the fair gate.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rollbox_runtime::Catalog;
+
+use super::brought::{brought, registered_reward, tenant_catalog, valid_component_hash};
+use super::callers::{
+    Caller, charge, forbidden, on_tenant_threads, rows_cap, take_turn, tenant_limits,
+};
+use super::connections::read_body;
+use super::{AppState, MAX_BODY_BYTES, MAX_REWARD_SAMPLES, error, parse_json};
+use crate::tenants::FairGate;
+
+/// OpenRLHF's remote reward request: the decoded prompt + response of each sample, its prompt
+/// and its label (the dataset's `--data.label_key` value).
+#[derive(serde::Deserialize)]
+struct RewardRequest {
+    query: Vec<String>,
+    #[serde(default)]
+    prompts: Option<Vec<String>>,
+    #[serde(default)]
+    labels: Option<Vec<serde_json::Value>>,
+}
+
+/// The reward a request names (`None`: the only one registered), or the answer refusing it;
+/// `how` says how a request names one.
+fn pick_reward(
+    app: &AppState,
+    named: Option<String>,
+    how: &str,
+) -> Result<String, (StatusCode, String)> {
+    let names = app.rollout.runtime.services().reward_names();
+    match named {
+        Some(n) if names.contains(&n) => Ok(n),
+        Some(n) => Err((
+            StatusCode::NOT_FOUND,
+            format!(
+                "no reward named `{n}` is registered (registered: {}; add one with --reward NAME=PATH)",
+                names.join(", ")
+            ),
+        )),
+        None if names.len() == 1 => Ok(names[0].clone()),
+        None => Err((
+            StatusCode::BAD_REQUEST,
+            format!(
+                "several rewards are registered ({}): name one with {how}",
+                names.join(", ")
+            ),
+        )),
+    }
+}
+
+/// The name a reward a request brings is reached by in its catalog.
+const BROUGHT_REWARD: &str = "brought";
+
+/// The reward a `/v1/rewards` or `/get_reward` request names and the catalog it is reached
+/// through: a registered one by name (`None`: the only one registered), which the tenant must
+/// be allowed, or one a tenant brings by path or hash ([`brought`], called with the defaults
+/// of a registration), reached as [`BROUGHT_REWARD`]; or the answer refusing it.
+async fn chosen_reward(
+    app: &Arc<AppState>,
+    caller: &Caller,
+    named: Option<String>,
+    how: &str,
+) -> Result<(String, Arc<Catalog>), Response> {
+    let runtime = &app.rollout.runtime;
+    if let Some(n) = &named {
+        let services = runtime.services();
+        let own = |sha: &str| registered_reward(services, sha);
+        if let Some(c) = brought(app, caller, n, own).await? {
+            let reg = runtime
+                .reward_for_catalog(
+                    BROUGHT_REWARD,
+                    (*c).clone(),
+                    rollbox_runtime::CallPolicy::default(),
+                )
+                .map_err(|e| {
+                    error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        format!("the reward {n} cannot be used: {e:#}"),
+                    )
+                })?;
+            let mut catalog = tenant_catalog(caller);
+            catalog.bring_reward(BROUGHT_REWARD.into(), reg);
+            return Ok((BROUGHT_REWARD.into(), Arc::new(catalog)));
+        }
+    }
+    let name = pick_reward(app, named, how).map_err(|(status, m)| error(status, m))?;
+    if let Some(r) = forbidden(caller, "reward", &name) {
+        return Err(r);
+    }
+    Ok((name, Arc::new(tenant_catalog(caller))))
+}
+
+/// Score every call with the reward `name`, all at once (each in its own sandbox), in order,
+/// on the caller's tenant's threads; counted in the metrics. A call that faults is in its
+/// [`Called`](rollbox_runtime::Called); the whole fails only when the host does.
+async fn score_all(
+    app: &AppState,
+    caller: &Caller,
+    name: &str,
+    catalog: Arc<Catalog>,
+    calls: Vec<rollbox_runtime::RewardCall>,
+) -> Result<Vec<rollbox_runtime::Called<f64>>, Response> {
+    let n = calls.len();
+    let work = score_each(
+        app.rollout.runtime.clone(),
+        app.gate.clone(),
+        caller.clone(),
+        (name.to_string(), catalog),
+        calls,
+    );
+    // One task on the tenant's threads, which spawns the calls there: a hop per request, not
+    // one per call.
+    let out = match on_tenant_threads(caller, work).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(message)) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, message)),
+        Err(e) => {
+            return Err(error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("a reward call failed: {e}"),
+            ));
+        }
+    };
+    let m = &app.metrics;
+    m.reward_samples.fetch_add(n as u64, Ordering::Relaxed);
+    m.reward_faults.fetch_add(
+        out.iter().filter(|c| c.result.is_err()).count() as u64,
+        Ordering::Relaxed,
+    );
+    Ok(out)
+}
+
+/// Score each call in a task of its own on this runtime, each taking its turn at the gate;
+/// the results in the calls' order, or what failed in the host.
+async fn score_each(
+    runtime: Arc<rollbox_runtime::Runtime>,
+    gate: Arc<FairGate>,
+    caller: Caller,
+    (name, catalog): (String, Arc<Catalog>),
+    calls: Vec<rollbox_runtime::RewardCall>,
+) -> Result<Vec<rollbox_runtime::Called<f64>>, String> {
+    let n = calls.len();
+    let mut set = tokio::task::JoinSet::new();
+    for (i, call) in calls.into_iter().enumerate() {
+        let (runtime, name, catalog) = (runtime.clone(), name.clone(), catalog.clone());
+        let (gate, caller) = (gate.clone(), caller.clone());
+        set.spawn(async move {
+            let (timeout, memory) = tenant_limits(&caller);
+            let turn = take_turn(&gate, &caller).await;
+            let called = runtime
+                .score_in(&catalog, &name, call, timeout, memory)
+                .await;
+            drop(turn);
+            if let Ok(c) = &called {
+                charge(&caller, c.wall);
+            }
+            (i, called)
+        });
+    }
+    let mut out: Vec<Option<rollbox_runtime::Called<f64>>> = (0..n).map(|_| None).collect();
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok((i, Ok(called))) => out[i] = Some(called),
+            Ok((_, Err(e))) => return Err(format!("{e:#}")),
+            Err(e) => return Err(format!("a reward call failed: {e}")),
+        }
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// `POST /get_reward`: each sample scored by the reward named in `?reward=NAME` (or the only
+/// one registered). The completion is the query after its prompt (OpenRLHF sends the prompt and
+/// response decoded together), the label is the row's `answer` (and `label`). A call that
+/// faults scores 0.0 and counts in `extra_logs.rollbox_fault`; the request still succeeds.
+pub(super) async fn get_reward(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    RawQuery(query): RawQuery,
+    body: axum::body::Body,
+) -> Response {
+    let body = match read_body(body, MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let named = match reward_param(query.as_deref()) {
+        Ok(named) => named,
+        Err(m) => return error(StatusCode::BAD_REQUEST, m),
+    };
+    let (name, catalog) = match chosen_reward(&app, &caller, named, "?reward=NAME").await {
+        Ok(chosen) => chosen,
+        Err(r) => return r,
+    };
+    let request: RewardRequest = match parse_json(
+        &app,
+        body,
+        r#"{"query": [...], "prompts": [...], "labels": [...]}"#,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let n = request.query.len();
+    let cap = rows_cap(&caller, MAX_REWARD_SAMPLES);
+    if n > cap {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("{n} samples; at most {cap} per request"),
+        );
+    }
+    for (what, len) in [
+        ("prompts", request.prompts.as_ref().map(Vec::len)),
+        ("labels", request.labels.as_ref().map(Vec::len)),
+    ] {
+        if let Some(len) = len.filter(|&l| l != n) {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("{len} {what} for {n} queries: give one per query (or none)"),
+            );
+        }
+    }
+    let calls = request
+        .query
+        .into_iter()
+        .enumerate()
+        .map(|(i, query)| {
+            let prompt = request
+                .prompts
+                .as_ref()
+                .map(|p| p[i].clone())
+                .unwrap_or_default();
+            let label = request
+                .labels
+                .as_ref()
+                .map(|l| l[i].clone())
+                .unwrap_or(serde_json::Value::Null);
+            let completion = query
+                .strip_prefix(prompt.as_str())
+                .map(str::to_string)
+                .unwrap_or(query);
+            rollbox_runtime::RewardCall {
+                prompt,
+                completion,
+                prompt_ids: vec![],
+                completion_ids: vec![],
+                data: serde_json::json!({"answer": label, "label": label}),
+            }
+        })
+        .collect();
+    let called = match score_all(&app, &caller, &name, catalog, calls).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let rewards: Vec<f64> = called
+        .iter()
+        .map(|c| *c.result.as_ref().unwrap_or(&0.0))
+        .collect();
+    let faults: Vec<f64> = called
+        .iter()
+        .map(|c| if c.result.is_err() { 1.0 } else { 0.0 })
+        .collect();
+    let millis: Vec<f64> = called.iter().map(|c| c.wall.as_secs_f64() * 1e3).collect();
+    axum::Json(serde_json::json!({
+        "rewards": rewards,
+        "scores": rewards,
+        "extra_logs": {"rollbox_fault": faults, "rollbox_reward_ms": millis},
+    }))
+    .into_response()
+}
+
+/// `POST /v1/rewards`: `{"reward": NAME, "items": [...]}`, each item scored in its own sandbox.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RewardsRequest {
+    /// The registered reward (optional when one is).
+    #[serde(default)]
+    reward: Option<String>,
+    items: Vec<RewardItem>,
+}
+
+/// One completion to score: the reward sees `row` (the dataset row, an object) with `answer`
+/// set to `answer` (or `reference`) when given.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RewardItem {
+    completion: String,
+    #[serde(default)]
+    prompt: String,
+    #[serde(default)]
+    answer: Option<serde_json::Value>,
+    #[serde(default)]
+    reference: Option<serde_json::Value>,
+    #[serde(default)]
+    row: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// `POST /v1/rewards`: every item scored by the named reward at once, answered in order with
+/// `scores` and per item `result`s: the score (0.0 when the call faulted), the typed fault
+/// (`{"kind": "timeout", "message": ..., ...}`, else null) and the call's accounting (wall
+/// time, attempts, fuel, peak memory). Faults never fail the request.
+pub(super) async fn rewards(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    body: axum::body::Body,
+) -> Response {
+    let body = match read_body(body, MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let request: RewardsRequest = match parse_json(
+        &app,
+        body,
+        r#"{"reward": "NAME", "items": [{"completion": "...", "answer": ...}, ...]}"#,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let named = request.reward;
+    let (name, catalog) =
+        match chosen_reward(&app, &caller, named.clone(), r#""reward": "NAME""#).await {
+            Ok(chosen) => chosen,
+            Err(r) => return r,
+        };
+    let label = named.unwrap_or_else(|| name.clone());
+    let n = request.items.len();
+    let cap = rows_cap(&caller, MAX_REWARD_SAMPLES);
+    if n > cap {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("{n} items; at most {cap} per request"),
+        );
+    }
+    let mut calls = Vec::with_capacity(n);
+    for (i, item) in request.items.into_iter().enumerate() {
+        let mut data = item.row.unwrap_or_default();
+        let answer = match (item.answer, item.reference) {
+            (Some(_), Some(_)) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("items[{i}] has both `answer` and `reference`: give one"),
+                );
+            }
+            (a, r) => a.or(r),
+        };
+        if let Some(answer) = answer {
+            data.insert("answer".into(), answer);
+        }
+        calls.push(rollbox_runtime::RewardCall {
+            prompt: item.prompt,
+            completion: item.completion,
+            prompt_ids: vec![],
+            completion_ids: vec![],
+            data: serde_json::Value::Object(data),
+        });
+    }
+    let called = match score_all(&app, &caller, &name, catalog, calls).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let scores: Vec<f64> = called
+        .iter()
+        .map(|c| *c.result.as_ref().unwrap_or(&0.0))
+        .collect();
+    let results: Vec<serde_json::Value> = called
+        .iter()
+        .map(|c| {
+            let fault = c.result.as_ref().err().map(|f| {
+                let mut v = serde_json::to_value(f).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("message".into(), f.to_string().into());
+                }
+                v
+            });
+            serde_json::json!({
+                "score": c.result.as_ref().ok(),
+                "fault": fault,
+                "ms": c.wall.as_secs_f64() * 1e3,
+                "attempts": c.attempts,
+                "fuel": c.fuel_consumed,
+                "peak_memory_bytes": c.peak_memory_bytes,
+            })
+        })
+        .collect();
+    axum::Json(serde_json::json!({"reward": label, "scores": scores, "results": results}))
+        .into_response()
+}
+
+/// The `reward=NAME` parameter of a query string, if any; any other parameter, or `reward`
+/// twice, is refused.
+fn reward_param(query: Option<&str>) -> Result<Option<String>, String> {
+    let mut reward = None;
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key != "reward" {
+            return Err(format!(
+                "unknown query parameter `{key}`; the one accepted is `reward`"
+            ));
+        }
+        let ok = !value.is_empty()
+            && value.len() <= 128
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+        if !ok && !valid_component_hash(value) {
+            return Err(
+                "`reward` must be a registered reward's name or sha256: and 64 hex digits".into(),
+            );
+        }
+        if reward.replace(value.to_string()).is_some() {
+            return Err("`reward` is given twice; name one reward".into());
+        }
+    }
+    Ok(reward)
+}

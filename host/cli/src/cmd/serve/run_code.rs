@@ -1,0 +1,217 @@
+//! `POST /run_code`: SandboxFusion's API, each program run in a fresh instance of the tool
+//! registered as `python`, within the request's limits and never past the tool's own.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use super::callers::{
+    Caller, charge, forbidden, on_tenant_threads, take_turn, tenant_limits, tighter,
+};
+use super::connections::read_body;
+use super::{AppState, MAX_RUN_CODE_BODY_BYTES, RUN_CODE_TOOL, error};
+
+/// stdout and stderr kept per `POST /run_code`, characters each.
+const RUN_CODE_OUTPUT_CHARS: u64 = 1 << 20;
+
+/// SandboxFusion's `RunCodeRequest`, the fields verl sends (others are ignored).
+#[derive(serde::Deserialize)]
+struct RunCodeRequest {
+    code: String,
+    #[serde(default)]
+    stdin: Option<String>,
+    #[serde(default)]
+    run_timeout: Option<f64>,
+    #[serde(default, rename = "memory_limit_MB")]
+    memory_limit_mb: Option<i64>,
+    #[serde(default)]
+    language: Option<String>,
+    #[serde(default)]
+    files: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    fetch_files: Option<Vec<serde_json::Value>>,
+}
+
+/// `POST /run_code`: run a Python program on its stdin in a fresh python-exec instance and
+/// answer as SandboxFusion does: `status` `Success` (it exited 0), `Failed` (a non-zero exit,
+/// an exception, a time limit, a sandbox fault), `run_result.status` `Finished` or
+/// `TimeLimitExceeded`. The request's `run_timeout` and `memory_limit_MB` tighten the limits
+/// the operator registered the tool with; they never loosen them.
+pub(super) async fn run_code(
+    State(app): State<Arc<AppState>>,
+    caller: Caller,
+    body: axum::body::Body,
+) -> Response {
+    app.metrics
+        .run_code_requests
+        .fetch_add(1, Ordering::Relaxed);
+    let body = match read_body(body, MAX_RUN_CODE_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let runtime = app.rollout.runtime.clone();
+    if runtime.services().tool(RUN_CODE_TOOL).is_none() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "POST /run_code runs programs with the tool `{RUN_CODE_TOOL}`: start rollbox serve with --tool {RUN_CODE_TOOL}=python_exec.wasm,timeout=10s,memory=1GiB,max_boundary_bytes=16MiB"
+            ),
+        );
+    }
+    if let Some(r) = forbidden(&caller, "tool", RUN_CODE_TOOL) {
+        return r;
+    }
+    let Ok(slot) = app.parse_slots.acquire().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into());
+    };
+    let parsed =
+        tokio::task::spawn_blocking(move || serde_json::from_slice::<RunCodeRequest>(&body)).await;
+    drop(slot);
+    let request = match parsed {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    r#"expected {{"code": "...", "stdin": "...", "language": "python", ...}}: {e}"#
+                ),
+            );
+        }
+        Err(e) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("parsing the body failed: {e}"),
+            );
+        }
+    };
+    let language = request.language.as_deref().unwrap_or("python");
+    if !matches!(language, "python" | "python3") {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("`language` is `{language}`: rollbox's /run_code runs Python only (`python`)"),
+        );
+    }
+    if request.files.as_ref().is_some_and(|f| !f.is_empty())
+        || request.fetch_files.as_ref().is_some_and(|f| !f.is_empty())
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "`files` and `fetch_files` are not supported: the sandbox has no file system".into(),
+        );
+    }
+    let timeout = match request.run_timeout {
+        None => None,
+        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t.min(86_400.0))),
+        Some(t) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("`run_timeout` is {t}: give a positive number of seconds"),
+            );
+        }
+    };
+    // SandboxFusion's default of -1 (and verl's null) means no limit of the request's own.
+    let memory = request
+        .memory_limit_mb
+        .filter(|&m| m > 0)
+        .map(|m| (m as u64).saturating_mul(1 << 20));
+    let args = serde_json::json!({
+        "code": request.code,
+        "stdin": request.stdin.unwrap_or_default(),
+        "max_output_chars": RUN_CODE_OUTPUT_CHARS,
+    });
+    let (tenant_timeout, tenant_memory) = tenant_limits(&caller);
+    let (timeout, memory) = (
+        tighter(timeout, tenant_timeout),
+        tighter(memory, tenant_memory),
+    );
+    let (gate, who) = (app.gate.clone(), caller.clone());
+    let call = async move {
+        let turn = take_turn(&gate, &who).await;
+        let called = runtime
+            .call_registered_tool_within(RUN_CODE_TOOL, args.to_string(), timeout, memory)
+            .await;
+        drop(turn);
+        called
+    };
+    let called = match on_tenant_threads(&caller, call).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
+        Err(e) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the program's call failed: {e}"),
+            );
+        }
+    };
+    charge(&caller, called.wall);
+    let seconds = called.wall.as_secs_f64();
+    let answer = run_code_answer(called.result, seconds);
+    if answer["status"] != "Success" {
+        app.metrics
+            .run_code_failures
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    axum::Json(answer).into_response()
+}
+
+/// SandboxFusion's answer for one python-exec program-mode call (or its fault).
+fn run_code_answer(
+    result: Result<String, rollbox_runtime::GuestFault>,
+    seconds: f64,
+) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let run = |status: &str, code: Option<i64>, stdout: &str, stderr: &str| {
+        json!({
+            "status": status,
+            "execution_time": seconds,
+            "return_code": code,
+            "stdout": stdout,
+            "stderr": stderr,
+        })
+    };
+    let (status, run_result) = match result {
+        Err(rollbox_runtime::GuestFault::Timeout { .. }) => {
+            ("Failed", run("TimeLimitExceeded", None, "", ""))
+        }
+        Err(fault) => (
+            "Failed",
+            run("Finished", Some(1), "", &format!("rollbox: {fault}")),
+        ),
+        Ok(text) => match serde_json::from_str::<Value>(&text) {
+            Err(e) => (
+                "SandboxError",
+                run(
+                    "Error",
+                    None,
+                    "",
+                    &format!("rollbox: the runner's reply is not JSON: {e}"),
+                ),
+            ),
+            Ok(out) => {
+                let code = out["exit_code"].as_i64().unwrap_or(1);
+                let mut stderr = out["stderr"].as_str().unwrap_or("").to_string();
+                if let Some(e) = out["error"].as_str() {
+                    if !stderr.is_empty() && !stderr.ends_with('\n') {
+                        stderr.push('\n');
+                    }
+                    stderr.push_str(e);
+                }
+                let stdout = out["stdout"].as_str().unwrap_or("");
+                let status = if code == 0 { "Success" } else { "Failed" };
+                (status, run("Finished", Some(code), stdout, &stderr))
+            }
+        },
+    };
+    json!({
+        "status": status,
+        "message": "",
+        "compile_result": Value::Null,
+        "run_result": run_result,
+        "executor_pod_name": Value::Null,
+        "files": {},
+    })
+}
