@@ -12,7 +12,8 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::{AppState, error};
-use crate::tenants::{FairGate, Tenant, Tenants};
+use crate::fair_gate::{FairGate, GatePass};
+use crate::tenants::{Tenant, Tenants};
 use crate::threads::CpuSet;
 
 /// The tenant a request came from (none without `--tenants`).
@@ -29,7 +30,7 @@ fn gate_key(caller: &Caller) -> (Arc<str>, usize) {
 
 /// Wait for a place in the sandbox pool for one of the caller's calls; the wait counts in its
 /// tenant's metrics.
-pub(super) async fn take_turn(gate: &Arc<FairGate>, caller: &Caller) -> crate::tenants::GatePass {
+pub(super) async fn take_turn(gate: &Arc<FairGate>, caller: &Caller) -> GatePass {
     let (key, cap) = gate_key(caller);
     let start = Instant::now();
     let pass = gate.enter(&key, cap).await;

@@ -71,8 +71,9 @@ use rollbox_host::process;
 use rollbox_rollout::{Rollout, RolloutOptions};
 
 use super::rollout::SetupArgs;
+use crate::fair_gate::FairGate;
 use crate::request_components::RequestComponents;
-use crate::tenants::{FairGate, Quota, Registered, Tenants};
+use crate::tenants::{Quota, Registered, Tenants};
 use brought::valid_component_name;
 use callers::{authorize, reload_on_sighup, set_apart_episode_cores};
 use connections::{read_body, serve_connections, shutdown_signal, tls_acceptor};

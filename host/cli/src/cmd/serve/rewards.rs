@@ -15,7 +15,7 @@ use super::callers::{
 };
 use super::connections::read_body;
 use super::{AppState, MAX_BODY_BYTES, MAX_REWARD_SAMPLES, error, parse_json};
-use crate::tenants::FairGate;
+use crate::fair_gate::FairGate;
 
 /// OpenRLHF's remote reward request: the decoded prompt + response of each sample, its prompt
 /// and its label (the dataset's `--data.label_key` value).
