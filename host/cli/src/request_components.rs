@@ -33,7 +33,7 @@ pub const HASH_PREFIX: &str = "sha256:";
 
 /// Files read and compiled at once, server-wide: each holds up to 256 MiB read and its
 /// compilation's memory, so many requests naming large files wait their turn rather than
-/// holding them all at once.
+/// holding them all at once. One tenant holds at most one of them ([`OwnTurn`]).
 pub const MAX_LOADING: usize = 2;
 
 /// The compiled components requests named, by the sha256 of their bytes.
@@ -42,7 +42,28 @@ pub struct RequestComponents {
     rewards: Mutex<Kept<RewardComponent>>,
     tools: Mutex<Kept<ToolComponent>>,
     /// Taken for each file read and compiled ([`MAX_LOADING`]).
-    pub loading: Arc<tokio::sync::Semaphore>,
+    loading: Arc<tokio::sync::Semaphore>,
+}
+
+/// A tenant's own turn to load files: one file at a time, whatever its requests in flight, so
+/// its requests hold at most one of the server's [`MAX_LOADING`] places and another tenant's
+/// file never waits behind all of them (a tenant naming large files again and again is read
+/// and hashed each time).
+#[derive(Debug)]
+pub struct OwnTurn(Arc<tokio::sync::Semaphore>);
+
+impl Default for OwnTurn {
+    fn default() -> Self {
+        OwnTurn(Arc::new(tokio::sync::Semaphore::new(1)))
+    }
+}
+
+/// A turn to read and compile one file: the tenant's own and one of the server's places, held
+/// until dropped.
+#[derive(Debug)]
+pub struct LoadTurn {
+    _own: tokio::sync::OwnedSemaphorePermit,
+    _server: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Default for RequestComponents {
@@ -139,6 +160,17 @@ impl<C> Kept<C> {
 }
 
 impl RequestComponents {
+    /// Wait for a turn to load a file for the tenant whose turns `own` are: its own first, then
+    /// one of the server's, each in the order asked. `None` once the server's are closed.
+    pub async fn load_turn(&self, own: &OwnTurn) -> Option<LoadTurn> {
+        let own = own.0.clone().acquire_owned().await.ok()?;
+        let server = self.loading.clone().acquire_owned().await.ok()?;
+        Some(LoadTurn {
+            _own: own,
+            _server: server,
+        })
+    }
+
     /// The component of kind `C` whose bytes hash to `sha256` (lowercase hex), if one is kept.
     pub fn by_hash<C: Brought>(&self, sha256: &str) -> Option<Arc<C>> {
         lock(C::kept(self)).get(sha256)
@@ -146,7 +178,7 @@ impl RequestComponents {
 
     /// Read the component at `relative` beneath `dir` (found by [`beneath`]; `path` is the
     /// whole, for messages) and compile it as a `C`, or take the compilation kept for the same
-    /// bytes. Blocking: file reads and compiling (hold a [`RequestComponents::loading`] permit
+    /// bytes. Blocking: file reads and compiling (hold a [`RequestComponents::load_turn`]
     /// around it).
     pub fn load<C: Brought>(
         &self,
@@ -228,6 +260,26 @@ fn open_beneath(dir: &Path, relative: &Path) -> std::io::Result<std::fs::File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tenant's loads take one of the server's places at a time: while its first is loading
+    /// and its second waits, another tenant's load finds the other place free.
+    #[tokio::test]
+    async fn a_tenant_loads_one_file_at_a_time() {
+        use std::time::Duration;
+        let kept = RequestComponents::default();
+        let (a, b, c) = (OwnTurn::default(), OwnTurn::default(), OwnTurn::default());
+        let first = kept.load_turn(&a).await.expect("a's first");
+        let waits = |own| tokio::time::timeout(Duration::from_millis(100), kept.load_turn(own));
+        assert!(waits(&a).await.is_err(), "a's second waits for its first");
+        let b_turn = waits(&b)
+            .await
+            .expect("b finds the other place")
+            .expect("open");
+        assert!(waits(&c).await.is_err(), "both places are taken");
+        drop(first);
+        let again = waits(&a).await.expect("a's next once its first is done");
+        drop((again, b_turn));
+    }
 
     #[test]
     fn paths_beneath_a_listed_directory_only() {

@@ -116,6 +116,8 @@ pub struct Usage {
     pub queue_wait_us: AtomicU64,
     /// Its sandbox time left (`None` until first asked).
     bucket: Mutex<Option<Bucket>>,
+    /// Its turn to read and compile files its requests name by path.
+    pub load_turn: crate::request_components::OwnTurn,
     /// Its episodes' slots, with the quota they were made for.
     episodes: Mutex<Option<(usize, Arc<tokio::sync::Semaphore>)>>,
     /// The threads its calls and its episodes run on, made on first use (`None`: they could

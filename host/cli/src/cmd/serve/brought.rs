@@ -106,7 +106,7 @@ pub(super) async fn brought<C: Brought>(
     };
     let (runtime, kept) = (app.rollout.runtime.clone(), app.request_components.clone());
     let dir = dir.to_path_buf();
-    let Ok(permit) = app.request_components.loading.clone().acquire_owned().await else {
+    let Some(permit) = app.request_components.load_turn(&t.usage.load_turn).await else {
         return Err(error(
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting down".into(),
