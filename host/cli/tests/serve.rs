@@ -1276,6 +1276,9 @@ fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
             threads_named(child.id(), "rollbox-episode"),
             vec![10; episodes]
         );
+        // The reaper (teardown of large reward stores) started with the server, on its cores
+        // (checked below with every other thread).
+        assert_eq!(threads_named(child.id(), "rollbox-reaper"), vec![0]);
         let task = std::fs::read_dir(format!("/proc/{}/task", child.id())).expect("threads");
         for t in task.flatten() {
             let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();

@@ -114,6 +114,7 @@ pub(crate) struct Pool {
 impl Pool {
     fn new(engine: Engine) -> anyhow::Result<Pool> {
         start_epoch_ticker(&engine);
+        crate::untrusted::start_reaper();
         Ok(Pool {
             workflow_linker: workflow_linker(&engine)?,
             reward_linker: untrusted_linker(&engine, |l| {

@@ -277,39 +277,57 @@ pub const DEFERRED_TEARDOWN_BYTES: usize = 4 << 20;
 /// machine) must not hold many: past this many, the caller tears its store down itself.
 pub const MAX_REAP_BACKLOG: usize = 8;
 
+/// The reaper thread's queue.
+type Reaper = std::sync::mpsc::SyncSender<wasmtime::Store<StoreState<CallCtx>>>;
+
+/// Stores sent to the reaper and not yet torn down.
+static REAP_BACKLOG: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The reaper thread's queue (`None`: the thread could not start), the thread started on
+/// first use. [`start_reaper`] starts it with the engine, so it is one of the host's own threads (and a host that keeps its threads on some
+/// cores keeps it there too), not a thread of whichever call first needed it.
+fn reaper() -> Option<&'static Reaper> {
+    use std::sync::atomic::Ordering;
+    static REAPER: std::sync::OnceLock<Option<Reaper>> = std::sync::OnceLock::new();
+    REAPER
+        .get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(MAX_REAP_BACKLOG);
+            std::thread::Builder::new()
+                .name("rollbox-reaper".into())
+                .spawn(move || {
+                    for store in rx {
+                        drop(store);
+                        REAP_BACKLOG.fetch_sub(1, Ordering::AcqRel);
+                    }
+                })
+                .ok()
+                .map(|_| tx)
+        })
+        .as_ref()
+}
+
+/// Start the reaper thread now (see [`reaper`]).
+pub(crate) fn start_reaper() {
+    reaper();
+}
+
 /// Tear `store` down off the caller's path. Resetting a large instance's memory (page scans,
 /// madvise, dozens of core instances for a componentize-py component) costs ~0.16 ms; the
 /// result is already known, so the caller need not wait. One reaper thread does it in order;
 /// when it is [`MAX_REAP_BACKLOG`] stores behind (or cannot start), the caller drops the store
 /// itself, so the backlog, and the pool slots and memory it holds, stays bounded.
 fn reap(store: wasmtime::Store<StoreState<CallCtx>>) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
-    type Reaper = SyncSender<wasmtime::Store<StoreState<CallCtx>>>;
-    static REAPER: std::sync::OnceLock<Option<Reaper>> = std::sync::OnceLock::new();
-    static BACKLOG: AtomicUsize = AtomicUsize::new(0);
-    let reaper = REAPER.get_or_init(|| {
-        let (tx, rx) = sync_channel::<wasmtime::Store<StoreState<CallCtx>>>(MAX_REAP_BACKLOG);
-        std::thread::Builder::new()
-            .name("rollbox-reaper".into())
-            .spawn(move || {
-                for store in rx {
-                    drop(store);
-                    BACKLOG.fetch_sub(1, Ordering::AcqRel);
-                }
-            })
-            .ok()
-            .map(|_| tx)
-    });
-    let Some(tx) = reaper else {
+    use std::sync::atomic::Ordering;
+    use std::sync::mpsc::TrySendError;
+    let Some(tx) = reaper() else {
         return drop(store);
     };
-    if BACKLOG.fetch_add(1, Ordering::AcqRel) >= MAX_REAP_BACKLOG {
-        BACKLOG.fetch_sub(1, Ordering::AcqRel);
+    if REAP_BACKLOG.fetch_add(1, Ordering::AcqRel) >= MAX_REAP_BACKLOG {
+        REAP_BACKLOG.fetch_sub(1, Ordering::AcqRel);
         return drop(store);
     }
     if let Err(TrySendError::Full(store) | TrySendError::Disconnected(store)) = tx.try_send(store) {
-        BACKLOG.fetch_sub(1, Ordering::AcqRel);
+        REAP_BACKLOG.fetch_sub(1, Ordering::AcqRel);
         drop(store);
     }
 }
