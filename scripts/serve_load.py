@@ -2,8 +2,8 @@
 """Load on `rollbox serve`'s reward endpoint (`POST /v1/rewards`, the Rust `math` reward):
 requests/s, scored completions/s and request p50/p99 at each number of concurrent keep-alive
 connections and each batch size, then the same with two tenants, one of them hostile (its
-calls spin to their timeout), and the good tenant's single calls beside the hostile one's
-flood of episodes that fill their memory and spin to their timeout. Python 3.11, stdlib only;
+calls spin to their timeout; the good tenant at every connections and batch size), and the good
+tenant's single calls beside the hostile one's flood of episodes that fill their memory and spin to their timeout. Python 3.11, stdlib only;
 the client is threads with one connection each, so on a 2-core VM it shares the CPU with the server (said with the figures).
 
     cargo build --release -p rollbox
@@ -139,7 +139,7 @@ def main():
         print(f"two tenants: skipped ({a.spin} is built by `cargo test --workspace`)")
         return
     for hostile_quota in ("", "max_reward_calls_in_flight = 1\n"):
-        two_tenants(a, env, cache, hostile_quota)
+        two_tenants(a, env, cache, hostile_quota, conns, batches)
     floods = [("max_episodes_in_flight = 1\n", None), ("", None)]
     if len(os.sched_getaffinity(0)) > 1:
         # The hostile tenant's episodes on the last core only: the server keeps the others.
@@ -219,9 +219,10 @@ def episode_flood(a, env, cache, hostile_quota, fill=True, set_apart=None):
         os.sched_setaffinity(0, client_cores)
 
 
-def two_tenants(a, env, cache, hostile_quota):
-    """The good tenant's batches of 64 alone, then beside the hostile tenant's flood of
-    spinning calls; the hostile tenant's file entry gets `hostile_quota` too."""
+def two_tenants(a, env, cache, hostile_quota, conns, batches):
+    """The good tenant's load at each (connections, batch) alone, then the same again beside
+    the hostile tenant's flood of spinning calls (16 connections of 64 calls spinning to a
+    300 ms timeout, for the whole window); the hostile tenant's entry gets `hostile_quota`."""
     tenants = tenants_file(cache, hostile_quota)
     label = f"hostile tenant with {hostile_quota.strip()}" if hostile_quota else "no quota but the turns"
     print(f"two tenants ({label})")
@@ -229,26 +230,31 @@ def two_tenants(a, env, cache, hostile_quota):
         "--tenants", tenants, "--reward", "math=math",
         "--reward", f"spin={a.spin},timeout=300ms,retries=0", "--engine", "embedded",
         "--max-connections-per-ip", "1024"], env)
+    points = [(c, b) for b in batches for c in conns]
     result = {}
     t = None
     try:
         good = {"Authorization": "Bearer good-key"}
         hostile = {"Authorization": "Bearer hostile-key"}
-        payload = body(64)
-        load(host, port, 4, payload, 1.0, good)
-        lat, err, el = load(host, port, 16, payload, a.seconds, good)
-        report("  good alone, 16 connections batch 64", lat, err, el, 64)
+        load(host, port, 4, body(64), 1.0, good)
+        alone = {}
+        for c, b in points:
+            alone[(c, b)] = load(host, port, c, body(b), a.seconds, good)
+            report(f"  good alone,  connections {c:4d} batch {b:3d}", *alone[(c, b)], b)
         flood = body(64, reward="spin")
 
         def flooder():
-            result["flood"] = load(host, port, 16, flood, a.seconds + 2, hostile, timeout=120)
+            result["flood"] = load(host, port, 16, flood, a.seconds * len(points) + 2, hostile,
+                                   timeout=120)
 
         t = threading.Thread(target=flooder)
         t.start()
         time.sleep(1.0)
-        lat, err, el = load(host, port, 16, payload, a.seconds, good)
-        report("  good beside a hostile flood (16 connections of 64 spinning calls)",
-               lat, err, el, 64)
+        for c, b in points:
+            beside = load(host, port, c, body(b), a.seconds, good)
+            report(f"  good beside, connections {c:4d} batch {b:3d}", *beside, b)
+            if alone[(c, b)][0] and beside[0]:
+                print(f"    p99 beside / alone: {p99(beside[0]) / p99(alone[(c, b)][0]):.2f}x")
     finally:
         # The hostile requests still queued would take minutes: stop the server under them.
         proc.kill()
