@@ -319,12 +319,38 @@ impl Tenant {
     }
 }
 
+/// Every core of the tenants' `episode_cpus`; `None` when none names any.
+fn episode_cores(tenants: &[Arc<Tenant>]) -> Option<crate::threads::CpuSet> {
+    crate::threads::CpuSet::union(tenants.iter().filter_map(|t| t.episode_cpus.as_ref()))
+}
+
+/// What to warn of when a reload's `episode_cpus` name other cores (`now`) than the file did at
+/// start (`start`): the cores set apart then stay so, and the server's threads stay on
+/// `shared` (`None`: any core), until the server restarts.
+fn cores_moved(
+    start: Option<&crate::threads::CpuSet>,
+    now: Option<&crate::threads::CpuSet>,
+    shared: Option<&crate::threads::CpuSet>,
+) -> Option<String> {
+    let shown = |c: Option<&crate::threads::CpuSet>| c.map_or("none".into(), |c| c.to_string());
+    (start != now).then(|| {
+        format!(
+            "the tenants' episode_cpus now name cores {} (at start: {}): the server's threads stay on {} until it restarts",
+            shown(now),
+            shown(start),
+            shared.map_or("any core".into(), |c| format!("cores {c}"))
+        )
+    })
+}
+
 /// The tenants of a server, from `--tenants FILE`; [`Tenants::reload`] reads the file again.
 pub struct Tenants {
     path: PathBuf,
     server: Quota,
     registered: Registered,
     current: RwLock<Arc<Vec<Arc<Tenant>>>>,
+    /// The cores the tenants' `episode_cpus` named at start (what the server sets apart).
+    episode_cores: Option<crate::threads::CpuSet>,
 }
 
 impl Tenants {
@@ -337,8 +363,15 @@ impl Tenants {
             path: path.to_path_buf(),
             server,
             registered,
+            episode_cores: episode_cores(&tenants),
             current: RwLock::new(Arc::new(tenants)),
         })
+    }
+
+    /// Every core the tenants' `episode_cpus` named when the file was first read (`None`:
+    /// none): the cores the server sets apart for them, fixed until it restarts.
+    pub fn episode_cores(&self) -> Option<&crate::threads::CpuSet> {
+        self.episode_cores.as_ref()
     }
 
     /// Read the file again; on an error the tenants stay as they were. Returns how many there
@@ -350,6 +383,13 @@ impl Tenants {
             .map(|t| (t.name.clone(), t.usage.clone()))
             .collect();
         let tenants = read(&self.path, self.server, &self.registered, &usage)?;
+        if let Some(warning) = cores_moved(
+            self.episode_cores.as_ref(),
+            episode_cores(&tenants).as_ref(),
+            crate::threads::shared_cpus(),
+        ) {
+            tracing::warn!("{warning}");
+        }
         let n = tenants.len();
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(tenants);
         Ok(n)
@@ -585,14 +625,6 @@ fn read(
             .map(crate::threads::CpuSet::parse)
             .transpose()
             .map_err(|e| anyhow::anyhow!("{what}: tenant {name:?} episode_cpus {e}"))?;
-        if let (Some(set), Some(shared)) = (&episode_cpus, crate::threads::shared_cpus())
-            && set.overlaps(shared)
-        {
-            // Read again after start: the server's threads were set apart then.
-            tracing::warn!(
-                "tenant {name:?}: episode_cpus {set} shares cores with the server's threads (cores {shared}, set apart at start) until the server restarts"
-            );
-        }
         let usage = usage.get(&name).cloned().unwrap_or_default();
         if let Some(Some(running)) = usage.episode_threads.get()
             && running.cpus() != episode_cpus.as_ref()
@@ -856,6 +888,38 @@ mod tests {
         write(dir.path(), "[[tenant]]\nname = \"a\"\n");
         assert!(t.reload().is_err());
         assert!(t.authenticate(Some(b"Bearer new")).is_some());
+    }
+
+    /// The cores named at start are what the server set apart; a reload naming others is
+    /// warned of, with where the server's threads stay, and one naming the same is not.
+    #[test]
+    fn episode_cores_are_those_of_the_start() {
+        let dir = tempfile::tempdir().expect("tmp");
+        // A core this process may run on (a container's cpuset may leave out core 0).
+        let (n, core) = (0..1024)
+            .find_map(|n| Some((n, crate::threads::CpuSet::parse(&n.to_string()).ok()?)))
+            .expect("a core");
+        let entry = |cpus: &str| {
+            format!(
+                "[[tenant]]\nname = \"a\"\nkey_sha256 = [\"{}\"]\n{cpus}",
+                sha("k")
+            )
+        };
+        let path = write(dir.path(), &entry(&format!("episode_cpus = \"{n}\"\n")));
+        let t = Tenants::load(&path, SERVER, Registered::default()).expect("load");
+        assert_eq!(t.episode_cores(), Some(&core));
+        write(dir.path(), &entry(""));
+        t.reload().expect("reload");
+        assert_eq!(t.episode_cores(), Some(&core), "fixed at start");
+        assert_eq!(cores_moved(Some(&core), Some(&core), None), None);
+        let said = cores_moved(Some(&core), None, None).expect("moved");
+        assert!(
+            said.contains(&format!("now name cores none (at start: {n})"))
+                && said.contains("any core"),
+            "{said}"
+        );
+        let said = cores_moved(None, Some(&core), Some(&core)).expect("added");
+        assert!(said.contains(&format!("stay on cores {n}")), "{said}");
     }
 
     #[test]

@@ -180,11 +180,6 @@ impl CpuSet {
         (!cpus.is_empty()).then_some(CpuSet { cpus })
     }
 
-    /// Whether the two sets have a core in common.
-    pub fn overlaps(&self, other: &CpuSet) -> bool {
-        self.cpus.iter().any(|c| other.cpus.contains(c))
-    }
-
     /// Keep the calling thread on these cores. A failure leaves it as it was, with a warning.
     fn pin_current_thread(&self) {
         if let Err(e) = self.pin(0) {
@@ -388,8 +383,6 @@ mod tests {
         };
         let both = CpuSet::union([&shown, &other]).expect("cores");
         assert_eq!(both.to_string(), "0-6,8-9");
-        assert!(shown.overlaps(&other) && other.overlaps(&both));
-        assert!(!other.overlaps(&CpuSet { cpus: vec![0, 6] }));
         assert_eq!(CpuSet::union([]), None);
     }
 

@@ -14,7 +14,6 @@ use axum::response::Response;
 use super::{AppState, error};
 use crate::fair_gate::{FairGate, GatePass};
 use crate::tenants::{Tenant, Tenants};
-use crate::threads::CpuSet;
 
 /// The tenant a request came from (none without `--tenants`).
 pub(super) type Caller = Option<Extension<Arc<Tenant>>>;
@@ -223,11 +222,10 @@ pub(super) fn allowed_list(list: &Option<Vec<String>>) -> String {
 /// Keep the server's threads off the cores tenants' episodes are pinned to (`episode_cpus`),
 /// before the engine and the components start theirs.
 pub(super) fn set_apart_episode_cores(tenants: &Tenants) -> anyhow::Result<()> {
-    let all = tenants.all();
-    let Some(reserved) = CpuSet::union(all.iter().filter_map(|t| t.episode_cpus.as_ref())) else {
+    let Some(reserved) = tenants.episode_cores() else {
         return Ok(());
     };
-    match crate::threads::set_apart(&reserved)? {
+    match crate::threads::set_apart(reserved)? {
         Some(left) => tracing::info!(
             "cores {reserved} are set apart for tenants' episodes (episode_cpus): the server, the calls and other episodes run on cores {left}"
         ),
