@@ -137,6 +137,14 @@ async fn score_all(
     Ok(out)
 }
 
+/// Each call's score, 0.0 for one that faulted (its fault is reported beside it).
+fn scores(called: &[rollbox_runtime::Called<f64>]) -> Vec<f64> {
+    called
+        .iter()
+        .map(|c| *c.result.as_ref().unwrap_or(&0.0))
+        .collect()
+}
+
 /// Score each call in a task of its own on this runtime, each taking its turn at the gate;
 /// the results in the calls' order, or what failed in the host.
 async fn score_each(
@@ -258,10 +266,7 @@ pub(super) async fn get_reward(
         Ok(c) => c,
         Err(r) => return r,
     };
-    let rewards: Vec<f64> = called
-        .iter()
-        .map(|c| *c.result.as_ref().unwrap_or(&0.0))
-        .collect();
+    let rewards = scores(&called);
     let faults: Vec<f64> = called
         .iter()
         .map(|c| if c.result.is_err() { 1.0 } else { 0.0 })
@@ -366,10 +371,7 @@ pub(super) async fn rewards(
         Ok(c) => c,
         Err(r) => return r,
     };
-    let scores: Vec<f64> = called
-        .iter()
-        .map(|c| *c.result.as_ref().unwrap_or(&0.0))
-        .collect();
+    let scores = scores(&called);
     let results: Vec<serde_json::Value> = called
         .iter()
         .map(|c| {
