@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Load on `rollbox serve`'s reward endpoint (`POST /v1/rewards`, the Rust `math` reward):
 requests/s, scored completions/s and request p50/p99 at each number of concurrent keep-alive
-connections and each batch size, then the same with two tenants, one of them hostile (its
-calls spin to their timeout; the good tenant at every connections and batch size), and the good
-tenant's single calls beside the hostile one's flood of episodes that fill their memory and spin to their timeout. Python 3.11, stdlib only;
-the client is threads with one connection each, so on a 2-core VM it shares the CPU with the server (said with the figures).
+connections and each batch size; then the same with two tenants, the good one at every point
+alone and beside the hostile one's calls spinning to their timeout; then the good tenant's
+single calls beside the hostile one's flood of episodes that fill their memory and spin to
+their timeout. Python 3.11, stdlib only; the client is threads with one connection each, so
+on a 2-core VM it shares the CPU with the server (said with the figures).
 
     cargo build --release -p rollbox
     python3 scripts/serve_load.py [--rollbox target/release/rollbox] [--connections 1,16,128]

@@ -229,7 +229,7 @@ pub fn set_apart(reserved: &CpuSet) -> anyhow::Result<Option<&'static CpuSet>> {
     }
     let shared = SHARED.get_or_init(|| CpuSet { cpus: left });
     // A thread started while this runs takes its starter's mask: look again until no thread
-    // is new (threads start at start-up only, so this ends at once).
+    // is new (at start-up few threads start, so a second pass finds none).
     let mut done = std::collections::HashSet::new();
     for _ in 0..16 {
         let mut moved = false;
