@@ -63,7 +63,7 @@ if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_ENGINES:-0}" != 1 ]; then
 fi
 # The vendored wasmtime is exactly 48.0.8 plus the patch files (host/runtime/wasmtime-patches).
 scripts/wasmtime-patches.sh check
-cargo test --workspace "$@"
+cargo test --workspace --no-fail-fast "$@"
 took "cargo test --workspace"
 # With no arguments, the `rollbox` Python package too, then its tests, which load the
 # components built above.

@@ -286,9 +286,11 @@ def main():
         assert stats["episodes"] == {"timeout": 1}, stats
         if server.kind == "vllm":
             assert max(seen, default=0) >= 1, "the request was running"
-            deadline = ended + 5
+            # The request asked for far more tokens than vLLM's CPU build makes in a minute; a
+            # minute leaves room for any load (issue 52).
+            deadline = ended + 60
             while server.running() > 0:
-                assert time.monotonic() < deadline, "vLLM still generates the timed-out request 5 s on"
+                assert time.monotonic() < deadline, "vLLM still generates the timed-out request 60 s on"
                 time.sleep(0.1)
             print(f"timeout: episode ended at {ended - start:.1f} s, vLLM's running requests back to 0 "
                   f"within {time.monotonic() - ended:.1f} s")

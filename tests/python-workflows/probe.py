@@ -59,7 +59,9 @@ class Probe(RolloutWorkflow):
                 return {"x": rollbox.tensor([len(f.read())], dtype=rollbox.int32)}
         if mode == "sleep":
             a = await engine.agenerate(_request(prompt))
-            await asyncio.sleep(5)
+            # An hour: past the episode's 600 s timeout, so the episode completes only if
+            # the sleep is virtual (tests/tests/python_workflows.rs; no clock bound there).
+            await asyncio.sleep(3600)
             b = await engine.agenerate(_request(prompt + a.output_tokens))
             return rollbox.single_turn(b, 0.0)
         if mode == "never":

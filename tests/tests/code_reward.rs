@@ -176,8 +176,9 @@ async fn a_looping_program_ends_at_the_per_case_timeout() {
         0.0
     );
     let took = start.elapsed();
-    // Two cases, 1 s each, run concurrently: about 1 s, not prime_code's 5 + 10 + 10.
-    assert!(took < Duration::from_secs(8), "{took:?}");
+    // Two cases, 1 s each, run concurrently: about 1 s, not prime_code's 5 + 10 + 10 = 25
+    // (the bound leaves room for any load, issue 52).
+    assert!(took < Duration::from_secs(20), "{took:?}");
     let honest = "a, b = map(int, input().split())\nprint(a + b)";
     assert_eq!(score(&rt, &fenced(honest), row).await, 1.0);
 }

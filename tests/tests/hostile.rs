@@ -178,8 +178,9 @@ async fn a_long_word_is_encoded_within_the_timeout() {
     let m = reported(&r);
     assert!(m.starts_with("encode: ok"), "{m}");
     eprintln!("a 200,000-letter word: {:?}", start.elapsed());
+    // Quadratic work on the word takes minutes; the bound leaves room for any load.
     assert!(
-        start.elapsed() < Duration::from_secs(5),
+        start.elapsed() < Duration::from_secs(30),
         "{:?}",
         start.elapsed()
     );

@@ -253,15 +253,12 @@ async fn asyncio_gather_generates_concurrently() {
     assert_eq!(meta["sdk_calls"], 3, "{meta}");
     assert_eq!(meta["error"], "invalid-argument", "{meta}");
 
-    // Virtual time: a 5 s asyncio.sleep between two generations returns at once.
+    // Virtual time: an hour's asyncio.sleep between two generations returns at once: the
+    // episode completes within its 600 s timeout (a real sleep would end it as a timeout).
     let start = std::time::Instant::now();
     let r = run(&rt, c::PYTHON_PROBE, json!({}), json!({"mode": "sleep"})).await;
     accepted(&r);
-    assert!(
-        start.elapsed() < Duration::from_secs(4),
-        "{:?}",
-        start.elapsed()
-    );
+    eprintln!("an hour of virtual sleep took {:?}", start.elapsed());
     // A plain `def arun_episode` with the blocking `engine.generate`.
     let r = run(&rt, c::PYTHON_PROBE, json!({}), json!({"mode": "sync"})).await;
     assert_eq!(accepted(&r).f32s("rewards").expect("rewards"), vec![0.5]);

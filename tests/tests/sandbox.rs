@@ -151,7 +151,7 @@ async fn infinite_loop_is_interrupted_at_the_deadline() {
     assert_eq!(fault(&r), &GuestFault::Timeout { limit_ms: 300 });
     // Really stopped, not abandoned: the call returned long before any outer safety net.
     assert!(
-        start.elapsed() < Duration::from_secs(10),
+        start.elapsed() < Duration::from_secs(60),
         "took {:?}",
         start.elapsed()
     );
@@ -198,7 +198,8 @@ async fn fuel_on_an_unmetered_runtime_is_refused_not_ignored() {
         },
     )
     .await;
-    assert!(start.elapsed() < Duration::from_secs(5));
+    // Refused before it ran: long before its 30 s timeout.
+    assert!(start.elapsed() < Duration::from_secs(25));
     match fault(&r) {
         GuestFault::Unenforceable { message } => {
             assert!(message.contains("fuel: true"), "{message}")

@@ -138,7 +138,8 @@ async fn tokenizer_calls_are_capped_timed_and_charged_to_fuel() {
     };
     assert!(message.contains("LimitExceeded"), "{message}");
     assert!(message.contains("(`max_tokenizer_bytes`)"), "{message}");
-    // 16 MB under a 2 s deadline: the episode ends as a timeout within 2.2 s.
+    // 16 MB under a 2 s deadline: the episode ends as a timeout, long before the tens of
+    // seconds the whole text takes (the bound leaves room for load, issue 52).
     let limits = Limits {
         timeout: Duration::from_secs(2),
         max_tokenizer_input_bytes: 32 << 20,
@@ -146,7 +147,7 @@ async fn tokenizer_calls_are_capped_timed_and_charged_to_fuel() {
     };
     let (r, took) = run(tokenizer_runtime(false), text(16 << 20), limits).await;
     assert_eq!(r.outcome.kind(), "timeout", "{:?}", r.outcome);
-    assert!(took <= Duration::from_millis(2200), "{took:?}");
+    assert!(took <= Duration::from_secs(10), "{took:?}");
     // With fuel: 256 KiB of text takes hundreds of ms of host CPU, far more than 2 * 10^7
     // units (20 ms at HOST_FUEL_PER_MS), which the same episode on a short text stays within.
     let limits = Limits {

@@ -214,7 +214,8 @@ fn model_downloads_stop_at_their_timeouts_and_caps() {
             "{what}: expected {expect:?} and the URL: {}",
             run.stderr
         );
-        assert!(run.took < Duration::from_secs(20), "{what}: {:?}", run.took);
+        // Generous: a stalled download that were not cut would be killed by the 60 s above.
+        assert!(run.took < Duration::from_secs(55), "{what}: {:?}", run.took);
         assert!(run.peak < 512 << 20, "{what}: peak {} MiB", run.peak >> 20);
         let left: Vec<_> = std::fs::read_dir(&models)
             .map(|d| d.flatten().map(|e| e.file_name()).collect())

@@ -435,7 +435,7 @@ async fn a_dropped_request_is_aborted_on_the_server() {
             break;
         }
         assert!(
-            start.elapsed() < Duration::from_secs(5),
+            start.elapsed() < Duration::from_secs(60),
             "no abort_request arrived"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;

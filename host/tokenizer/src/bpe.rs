@@ -437,7 +437,9 @@ mod tests {
         let mut long = ids.clone();
         bpe.merge_long(&mut long);
         assert!(
-            start.elapsed() < std::time::Duration::from_secs(1),
+            // Quadratic merging of 100,000 letters takes minutes; linear, milliseconds. The
+            // bound leaves room for any load (issue 52).
+            start.elapsed() < std::time::Duration::from_secs(20),
             "{:?}",
             start.elapsed()
         );
