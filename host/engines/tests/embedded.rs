@@ -466,3 +466,152 @@ async fn abandoned_requests_admitted_together_are_not_prefilled() {
         "the next request waited {waited:?} (one prefill {one:?})"
     );
 }
+
+/// An engine of its own (these tests count its steps), on the default weights.
+fn own_engine(max_batch: usize) -> std::sync::Arc<EmbeddedBackend> {
+    one_thread();
+    std::sync::Arc::new(
+        EmbeddedBackend::load(EmbeddedOptions {
+            model: default_model_path(),
+            max_batch,
+            ..EmbeddedOptions::default()
+        })
+        .expect("the default model (run scripts/install/fetch-model.sh)"),
+    )
+}
+
+/// A request that decodes far longer than any test waits (2,000 tokens, eos ignored).
+fn endless(i: u32) -> GenerateRequest {
+    GenerateRequest {
+        rid: format!("endless-{i}"),
+        input_ids: vec![1, 2, 3, 4 + i],
+        sampling: SamplingParams {
+            max_new_tokens: 2000,
+            ignore_eos: true,
+            greedy: true,
+            ..SamplingParams::default()
+        },
+        ..GenerateRequest::new(Vec::new())
+    }
+}
+
+/// Wait until the engine holds `n` sequences (running, or admitted and being prefilled).
+async fn wait_for_sequences(engine: &EmbeddedBackend, n: usize) {
+    let start = std::time::Instant::now();
+    while engine.sequences() < n {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(120),
+            "the engine never held {n} sequences"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// The running sequences of a dropped generate-many leave the batch before the next decode
+/// step, also when their callers go while the engine is prefilling another request (issue 52,
+/// item 11: they used to ride along for one more step, and a following small episode timed
+/// out). Counted, not timed: every decode step started after the drop decodes the live request
+/// alone.
+#[tokio::test]
+async fn a_dropped_generate_many_leaves_before_the_next_decode_step() {
+    let engine = own_engine(24);
+    // A generate-many of 16 long requests, run as the runtime runs one (a `JoinSet`).
+    let mut many = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let e = engine.clone();
+        many.spawn(async move { e.generate(endless(i)).await });
+    }
+    wait_for_sequences(&engine, 16).await;
+    // Two requests reach the engine together while it decodes the 16: a one-token request,
+    // answered during that round's admission, then one with a 128-token prompt prefilled after
+    // it. The episode is dropped as soon as the first answer comes, so mostly while the second
+    // prompt is being prefilled (the moment a step used to take the dropped sequences along).
+    let short = GenerateRequest {
+        sampling: SamplingParams {
+            max_new_tokens: 1,
+            ..endless(100).sampling
+        },
+        ..endless(100)
+    };
+    let prompt = GenerateRequest {
+        input_ids: (0..128u32).map(|k| 1 + (k * 31) % 4000).collect(),
+        sampling: SamplingParams {
+            max_new_tokens: 8,
+            ..endless(0).sampling
+        },
+        ..GenerateRequest::new(Vec::new())
+    };
+    let first = {
+        let e = engine.clone();
+        tokio::spawn(async move { e.generate(short).await })
+    };
+    let second = {
+        let e = engine.clone();
+        tokio::spawn(async move { e.generate(prompt).await })
+    };
+    let one = first.await.expect("task").expect("one-token request");
+    assert_eq!(one.output_tokens.len(), 1);
+    // Aborted and awaited: every request future of the generate-many is dropped.
+    many.shutdown().await;
+    let dropped = engine.stats();
+    let r = second
+        .await
+        .expect("task")
+        .expect("the request after the drop");
+    assert_eq!(r.output_tokens.len(), 8);
+    let after = engine.stats();
+    assert_eq!(
+        after.step_rows - dropped.step_rows,
+        after.steps - dropped.steps,
+        "a decode step started after the drop decoded a dropped sequence: {dropped:?} -> {after:?}"
+    );
+    assert_eq!(after.dropped_running, 16, "{after:?}");
+}
+
+/// The queued backlog of a dropped generate-many (requests not started yet) is purged in one
+/// round: a request sent after the drop is prefilled within one decode step, although a live
+/// sequence keeps the engine stepping and the batch has room for one more (issue 52, item 11:
+/// each step used to read only as many requests off the queue as the batch had room for, so the
+/// next request waited one step per dropped request ahead of it).
+#[tokio::test]
+async fn a_dropped_backlog_does_not_hold_the_next_request() {
+    let engine = own_engine(2);
+    // A live sequence that runs throughout.
+    let live = {
+        let e = engine.clone();
+        tokio::spawn(async move { e.generate(endless(0)).await })
+    };
+    wait_for_sequences(&engine, 1).await;
+    // A generate-many of 24: the first fills the batch, 23 wait in the queue.
+    let mut many = tokio::task::JoinSet::new();
+    for i in 1..=24 {
+        let e = engine.clone();
+        many.spawn(async move { e.generate(endless(i)).await });
+    }
+    wait_for_sequences(&engine, 2).await;
+    many.shutdown().await;
+    let next = GenerateRequest {
+        sampling: SamplingParams {
+            max_new_tokens: 4,
+            ..endless(99).sampling
+        },
+        ..endless(99)
+    };
+    let r = engine
+        .generate(next)
+        .await
+        .expect("the request after the drop");
+    assert_eq!(r.output_tokens.len(), 4);
+    let stats = engine.stats();
+    assert!(
+        stats.max_wait_steps <= 1,
+        "a request waited {} decode steps behind the dropped backlog: {stats:?}",
+        stats.max_wait_steps
+    );
+    assert_eq!(
+        stats.dropped_waiting + stats.dropped_running,
+        24,
+        "every request of the dropped generate-many is dropped: {stats:?}"
+    );
+    live.abort();
+}

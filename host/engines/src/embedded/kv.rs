@@ -12,6 +12,17 @@ pub struct SeqCache {
     pub pos: usize,
 }
 
+impl SeqCache {
+    /// Forget what a forward pass given up part-way appended past `pos` (it advances `pos` only
+    /// once every layer has run), so the next pass starts from the same place.
+    pub(super) fn rewind(&mut self) {
+        let pos = self.pos;
+        for kv in &mut self.layers {
+            kv.len = kv.len.min(pos);
+        }
+    }
+}
+
 /// One layer's keys and values of one sequence, in host memory: `[n_kv_head, capacity,
 /// head_dim]` each, so a head's rows are contiguous and decode attention reads them in place.
 #[derive(Clone)]

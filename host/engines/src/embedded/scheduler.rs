@@ -1,15 +1,23 @@
-//! The engine thread: each loop iteration admits waiting requests (prefill, first token; a
-//! prompt several requests of one round share is prefilled once), then runs one batched decode
-//! step for every active sequence, samples, and answers finished requests.
+//! The engine thread: each loop iteration reads every queued request, drops those whose caller
+//! has gone, admits waiting requests while the batch has room (prefill, first token; a prompt
+//! several requests of one round share is prefilled once), drops the sequences whose caller left
+//! meanwhile, then runs one batched decode step for the rest, samples, and answers finished
+//! requests. A prefill or step is given up between layers once its callers have gone
+//! ([`cancel::abandon`]).
+//!
+//! Admission is first come, first served within `max_batch`: a request arriving while the
+//! batch is full waits until a sequence ends or its caller goes (no preemption).
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 
 use rollbox_tokenizer::HostTokenizer;
 
+use super::cancel::{self, EngineStats};
 use super::model::{self, Model, SeqCache};
 use super::sample::Sampler;
-use super::{Job, NAME, logprobs, unavailable};
+use super::{Job, NAME, Reply, logprobs, unavailable};
 use crate::{EngineError, GenerateResponse, StopReason};
 
 /// Prefill results of one admission round, kept only for prompts that more than one request
@@ -64,9 +72,17 @@ struct Active {
     text_checked: usize,
 }
 
+/// Drop the sequences whose caller has gone, freeing their KV caches now.
+fn drop_gone_running(active: &mut Vec<Active>, stats: &mut EngineStats) {
+    let before = active.len();
+    active.retain(|a| !a.job.reply.is_closed());
+    stats.dropped_running += (before - active.len()) as u64;
+}
+
 /// The engine thread's state: the weights and what it decodes.
 pub(super) struct Engine {
     pub(super) sequences: Arc<std::sync::atomic::AtomicUsize>,
+    pub(super) stats: Arc<Mutex<EngineStats>>,
     pub(super) model: Model,
     pub(super) tokenizer: Arc<HostTokenizer>,
     pub(super) eos: Option<u32>,
@@ -74,41 +90,54 @@ pub(super) struct Engine {
 }
 
 impl Engine {
-    /// Serve jobs from `rx` until every sender is dropped.
+    /// Serve jobs from `rx` until every sender is dropped and nothing is left to decode.
     pub(super) fn run(self, rx: mpsc::Receiver<Job>) {
         let mut active: Vec<Active> = Vec::new();
+        let mut waiting: VecDeque<Job> = VecDeque::new();
         loop {
-            let mut pending = Vec::new();
-            if active.is_empty() {
+            if active.is_empty() && waiting.is_empty() {
                 match rx.recv() {
-                    Ok(job) => pending.push(job),
+                    Ok(job) => waiting.push_back(job),
                     Err(_) => return,
                 }
             }
-            while active.len() + pending.len() < self.max_batch {
-                match rx.try_recv() {
-                    Ok(job) => pending.push(job),
-                    Err(_) => break,
-                }
-            }
+            // Everything queued is read each round, so the backlog of a dropped generate-many
+            // (up to thousands of requests) is purged at once, not `max_batch` per step while
+            // a live request waits behind it.
+            waiting.extend(rx.try_iter());
             // A caller that gave up (episode timed out or dropped) closed its reply channel:
-            // its sequence is not started, or dropped from the batch, instead of decoding for
-            // nobody.
-            pending.retain(|job| !job.reply.is_closed());
-            active.retain(|a| !a.job.reply.is_closed());
+            // its request is not started, or its sequence (and KV cache) dropped from the
+            // batch, instead of decoding for nobody.
+            let round: Vec<Job> = {
+                let mut stats = cancel::lock(&self.stats);
+                stats.dropped_waiting += cancel::drop_gone(&mut waiting);
+                drop_gone_running(&mut active, &mut stats);
+                let room = self
+                    .max_batch
+                    .saturating_sub(active.len())
+                    .min(waiting.len());
+                let round: Vec<Job> = waiting.drain(..room).collect();
+                for job in &round {
+                    let waited = stats.steps.saturating_sub(job.submitted_step);
+                    stats.max_wait_steps = stats.max_wait_steps.max(waited);
+                }
+                round
+            };
             self.sequences.store(
-                active.len() + pending.len(),
+                active.len() + round.len(),
                 std::sync::atomic::Ordering::Relaxed,
             );
-            // Requests admitted together with the same prompt (a GRPO group) share one
-            // prefill: the first one's cache and logits are copied for the others.
-            let mut shared = SharedPrefills::new(&pending);
-            for job in pending {
-                if let Some(a) = self.admit(job, &mut shared) {
-                    active.push(a);
+            {
+                // Requests admitted together with the same prompt (a GRPO group) share one
+                // prefill: the first one's cache and logits are copied for the others.
+                let mut shared = SharedPrefills::new(&round);
+                for job in round {
+                    if let Some(a) = self.admit(job, &mut shared) {
+                        active.push(a);
+                    }
                 }
             }
-            if !active.is_empty() {
+            if self.start_step(&mut active) {
                 self.step(&mut active);
             }
             self.sequences
@@ -116,13 +145,30 @@ impl Engine {
         }
     }
 
+    /// Drop the sequences whose callers left (during this round's prefills, say) and count the
+    /// step about to run; `false` when nothing is left to decode. Done under the stats lock, so
+    /// a caller that had gone before a reader of [`EngineStats`] took the lock is in no step
+    /// counted after.
+    fn start_step(&self, active: &mut Vec<Active>) -> bool {
+        let mut stats = cancel::lock(&self.stats);
+        drop_gone_running(active, &mut stats);
+        if active.is_empty() {
+            return false;
+        }
+        stats.steps += 1;
+        stats.step_rows += active.len() as u64;
+        true
+    }
+
     /// Prefill a new request (or copy a shared prefill of the same prompt) and sample its
     /// first token; `None` when it already finished.
     fn admit(&self, job: Job, shared: &mut SharedPrefills) -> Option<Active> {
         // Checked again for each job of the round: the prefills before it take time, and a
         // caller that gave up meanwhile is not prefilled for nobody (issue 31: 64 abandoned
-        // requests admitted together held the engine ~26 s).
+        // requests admitted together held the engine ~26 s). A caller that leaves during its
+        // own prefill stops it at the next layer.
         if job.reply.is_closed() {
+            cancel::lock(&self.stats).dropped_waiting += 1;
             return None;
         }
         let p = &job.request.sampling;
@@ -161,16 +207,28 @@ impl Engine {
         let prefilled = match shared.take(&a.job.request.input_ids) {
             Some((cache, row)) => {
                 a.cache = cache;
-                Ok(row)
+                Ok(Some(row))
             }
-            None => self
-                .model
-                .forward(&[&a.job.request.input_ids], &mut [&mut a.cache])
-                .and_then(|l| model::row(&l, 0))
-                .inspect(|row| shared.offer(&a.job.request.input_ids, &a.cache, row)),
+            None => {
+                let reply = &a.job.reply;
+                self.model
+                    .forward_unless(&[&a.job.request.input_ids], &mut [&mut a.cache], |_, _| {
+                        reply.is_closed()
+                    })
+                    .and_then(|l| l.map(|l| model::row(&l, 0)).transpose())
+                    .inspect(|row| {
+                        if let Some(row) = row {
+                            shared.offer(&a.job.request.input_ids, &a.cache, row);
+                        }
+                    })
+            }
         };
         match prefilled {
-            Ok(mut row) => {
+            Ok(None) => {
+                cancel::lock(&self.stats).dropped_waiting += 1;
+                None
+            }
+            Ok(Some(mut row)) => {
                 a.ttft = Some(a.job.submitted.elapsed().as_secs_f64());
                 let (tok, lp) = a.sampler.next(&mut row, a.tokens.len());
                 match self.push(&mut a, tok, lp) {
@@ -191,7 +249,9 @@ impl Engine {
         }
     }
 
-    /// One decode step for every active sequence.
+    /// One decode step for every active sequence. Before each layer it counts the callers
+    /// still there; once redoing the step for those alone is cheaper than finishing it, the
+    /// step is given up (caches rewound) and the next round drops the others and runs it again.
     fn step(&self, active: &mut Vec<Active>) {
         let last: Vec<[u32; 1]> = active
             .iter()
@@ -199,11 +259,23 @@ impl Engine {
             .collect();
         let tokens: Vec<&[u32]> = last.iter().map(|t| t.as_slice()).collect();
         let logits = {
-            let mut caches: Vec<&mut SeqCache> = active.iter_mut().map(|a| &mut a.cache).collect();
-            self.model.forward(&tokens, &mut caches)
+            let (mut caches, replies): (Vec<&mut SeqCache>, Vec<&Reply>) = active
+                .iter_mut()
+                .map(|a| (&mut a.cache, &a.job.reply))
+                .unzip();
+            let rows = replies.len();
+            self.model
+                .forward_unless(&tokens, &mut caches, |done, stages| {
+                    let live = replies.iter().filter(|r| !r.is_closed()).count();
+                    cancel::abandon(rows, live, done, stages)
+                })
         };
         let logits = match logits {
-            Ok(l) => l,
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                cancel::lock(&self.stats).abandoned_steps += 1;
+                return;
+            }
             Err(e) => {
                 for a in active.drain(..) {
                     let _ = a
