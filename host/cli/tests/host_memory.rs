@@ -194,6 +194,37 @@ fn large_images_are_refused_within_the_budget() {
     assert_within(&r, 1 << 30, "large images");
 }
 
+/// Issue 52: sixteen rows of one 16-bit 50-megapixel PNG (300 MB decoded, and 150 MB more as
+/// RGB), which drove the host to 6-7 GB under a 2 GiB budget when only the RGB image was
+/// reserved, after decoding. Each image's decode (about 330 MB with its pixel values) is now
+/// reserved from its header before it is allocated: under a 1 GiB budget two decode at once,
+/// the rest are refused, and the run stays within it.
+#[test]
+fn image_decodes_are_reserved_from_their_headers() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let image = rollbox_tests::black_rgb16_png_base64(7071, 7071);
+    let rows: Vec<Value> = (0..16).map(|_| json!({"images": [image]})).collect();
+    let engine = empty_replay(tmp.path());
+    let args = ["--workflow", c::VISION_PROBE, "--engine", &engine];
+    let r = rollout(
+        tmp.path(),
+        &rows,
+        &[&args[..], &["--max-host-memory", "1GiB"]].concat(),
+    );
+    // As in `large_images_are_refused_within_the_budget`: a refusal fails the episode or
+    // drops its group as a key mismatch.
+    let mismatched = r.stats["groups_dropped"]["key_mismatch"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        r.dropped.contains("memory budget") || mismatched > 0,
+        "no image decode was refused: {}\n{}",
+        r.stats,
+        r.dropped
+    );
+    assert_within(&r, 1 << 30, "16-bit 50-megapixel PNGs");
+}
+
 /// Rows whose prompts are 1 MiB of text, with the per-call tokenizer cap raised to let them
 /// through (each call reserves 16 bytes of working memory per input byte): calls past the
 /// budget are refused and the run completes.

@@ -1,16 +1,49 @@
 //! Decoding: bytes (raw, base64 or a `data:` URL) to 8-bit RGB, converted as `transformers`'
 //! `convert_to_rgb` converts a PIL image (Pillow's `convert("RGB")`).
+//!
+//! In two steps, so that a caller can account for the memory before it is allocated:
+//! [`Encoded::parse`] reads the header and refuses an image past [`MAX_IMAGE_PIXELS`] or
+//! [`MAX_IMAGE_BYTES`]; [`Encoded::working_bytes`] says, from that header, the most bytes
+//! decoding holds at once; [`Encoded::decode`] decodes into one buffer and converts it to RGB
+//! in place (a 16-bit image's 6 or 8 bytes per pixel become 3 in the same buffer).
+
+use std::borrow::Cow;
+use std::io::Cursor;
 
 use base64::Engine as _;
+use image::{ColorType, ImageDecoder as _, ImageFormat};
 
 use crate::VisionError;
 
-/// Pixels (width × height) of an image accepted for decoding: 50 megapixels (150 MB of RGB).
-/// A larger image is refused from its header, before any pixel is decoded.
+/// Pixels (width × height) of an image accepted for decoding: 50 megapixels. Guards against
+/// decompression bombs: a 389 KB PNG can claim 50 megapixels of 16-bit RGB (300 MB decoded). A
+/// larger image is refused from its header, before any pixel buffer is allocated; up to it,
+/// decoding holds [`Encoded::working_bytes`] (about 8 bytes per pixel for 16-bit RGBA, 11 for
+/// a progressive colour JPEG), which the runtime reserves from the host's memory budget first.
+/// Qwen2-VL's processors shrink anything past `max_pixels` (12.8 megapixels in the released
+/// checkpoints' configs), so the cap keeps 48-50 megapixel photos and costs no detail the model
+/// sees. Not configurable at run time: a larger image is downscaled before the rollout.
 pub const MAX_IMAGE_PIXELS: u64 = 50_000_000;
 
-/// Encoded bytes accepted (after base64 decoding): 64 MiB.
+/// Encoded bytes accepted (after base64 decoding): 64 MiB. Bounds the copies reading a header
+/// makes (the base64 payload decoded, the JPEG decoder's copy of its input).
 pub const MAX_IMAGE_BYTES: usize = 64 << 20;
+
+/// Bytes the PNG decoder may allocate for an image's metadata (ICC profile, text and EXIF
+/// chunks) and its row buffer (`png::Limits::bytes`): guards against a small file whose
+/// compressed metadata inflates to gigabytes. An image past it is refused.
+pub const MAX_PNG_METADATA_BYTES: usize = 4 << 20;
+
+/// Rows of the image the PNG decoder holds beside the output buffer (its unfiltering window of
+/// a few rows, grown by doubling; the previous row; a row of an interlaced pass), generously.
+const PNG_ROWS_HELD: usize = 24;
+
+/// The JPEG decoder's per-column row buffers (an MCU row of each component, upsampling and
+/// colour conversion scratch), generously.
+const JPEG_BYTES_PER_COLUMN: usize = 1024;
+
+/// A decoder's fixed state (inflate window and tables, Huffman tables, quantisation tables).
+const DECODER_STATE_BYTES: usize = 1 << 20;
 
 /// An 8-bit RGB image, row-major, 3 bytes per pixel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,12 +73,17 @@ impl Rgb {
     }
 }
 
-/// The raw bytes of `input`: itself, or the payload of a `data:...;base64,` URL, or base64
-/// text (what AReaL and OpenAI-style servers pass).
-fn raw_bytes(input: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, VisionError> {
+/// Whether `input` is PNG or JPEG bytes (rather than base64 text).
+fn is_raw(input: &[u8]) -> bool {
     const PNG: &[u8] = b"\x89PNG";
     const JPEG: &[u8] = b"\xff\xd8\xff";
-    if input.starts_with(PNG) || input.starts_with(JPEG) {
+    input.starts_with(PNG) || input.starts_with(JPEG)
+}
+
+/// The raw bytes of `input`: itself, or the payload of a `data:...;base64,` URL, or base64
+/// text (what AReaL and OpenAI-style servers pass).
+fn raw_bytes(input: &[u8]) -> Result<Cow<'_, [u8]>, VisionError> {
+    if is_raw(input) {
         return Ok(input.into());
     }
     let text = std::str::from_utf8(input)
@@ -67,7 +105,7 @@ fn raw_bytes(input: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, VisionError> {
     };
     if b64.len() / 4 * 3 > MAX_IMAGE_BYTES + 3 {
         return Err(VisionError::TooLarge(format!(
-            "the image is over {MAX_IMAGE_BYTES} bytes encoded"
+            "the image is over {MAX_IMAGE_BYTES} bytes encoded (`MAX_IMAGE_BYTES`)"
         )));
     }
     base64::engine::general_purpose::STANDARD
@@ -76,37 +114,149 @@ fn raw_bytes(input: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, VisionError> {
         .map_err(|e| VisionError::Decode(format!("not PNG or JPEG bytes, and not base64 ({e})")))
 }
 
-/// Decode PNG or JPEG bytes (raw, base64 or a `data:` URL) to RGB.
+/// Decode PNG or JPEG bytes (raw, base64 or a `data:` URL) to RGB: [`Encoded::parse`], then
+/// [`Encoded::decode`].
 pub fn decode(input: &[u8]) -> Result<Rgb, VisionError> {
-    let bytes = raw_bytes(input)?;
-    if bytes.len() > MAX_IMAGE_BYTES {
-        return Err(VisionError::TooLarge(format!(
-            "the image is {} bytes; at most {MAX_IMAGE_BYTES}",
-            bytes.len()
-        )));
+    Encoded::parse(input)?.decode()
+}
+
+/// An image whose header has been read and checked against the limits, not yet decoded.
+pub struct Encoded<'a> {
+    decoder: Box<dyn image::ImageDecoder + 'a>,
+    format: ImageFormat,
+    width: u32,
+    height: u32,
+    /// The decoder's output pixel format (palettes expanded, bit depth kept).
+    color: ColorType,
+    /// What reading the header held ([`Encoded::header_bytes`]), held until decoding ends.
+    header: usize,
+}
+
+impl<'a> Encoded<'a> {
+    /// The most bytes [`Encoded::parse`] allocates for `input`, known before it runs: a copy of
+    /// base64 input decoded, the decoder's copy of a JPEG and of its metadata segments (or a
+    /// PNG's buffered chunks), and the PNG decoder's metadata allowance
+    /// ([`MAX_PNG_METADATA_BYTES`]). A caller reserves this before parsing.
+    pub fn header_bytes(input: &[u8]) -> usize {
+        // Base64 decodes to at most 3/4 of its length; past MAX_IMAGE_BYTES it is refused
+        // before it is decoded.
+        let encoded = input.len().min(MAX_IMAGE_BYTES + 8);
+        let copy = if is_raw(input) { 0 } else { encoded };
+        copy + 2 * encoded + MAX_PNG_METADATA_BYTES + DECODER_STATE_BYTES
     }
-    let reader = image::ImageReader::new(std::io::Cursor::new(&bytes[..]))
-        .with_guessed_format()
-        .map_err(|e| VisionError::Decode(e.to_string()))?;
-    if reader.format().is_none() {
-        return Err(VisionError::Decode("not a PNG or JPEG image".into()));
+
+    /// Read `input`'s header (PNG or JPEG bytes, base64 text or a `data:` URL): refuses, before
+    /// any pixel buffer is allocated, an image over [`MAX_IMAGE_BYTES`] encoded, over
+    /// [`MAX_IMAGE_PIXELS`], with an empty side, or whose PNG metadata passes
+    /// [`MAX_PNG_METADATA_BYTES`].
+    pub fn parse(input: &'a [u8]) -> Result<Encoded<'a>, VisionError> {
+        let header = Self::header_bytes(input);
+        let bytes = raw_bytes(input)?;
+        if bytes.len() > MAX_IMAGE_BYTES {
+            return Err(VisionError::TooLarge(format!(
+                "the image is {} bytes; at most {MAX_IMAGE_BYTES} (`MAX_IMAGE_BYTES`)",
+                bytes.len()
+            )));
+        }
+        let mut reader = image::ImageReader::new(Cursor::new(bytes))
+            .with_guessed_format()
+            .map_err(|e| VisionError::Decode(e.to_string()))?;
+        let format = match reader.format() {
+            Some(f @ (ImageFormat::Png | ImageFormat::Jpeg)) => f,
+            _ => return Err(VisionError::Decode("not a PNG or JPEG image".into())),
+        };
+        // What the decoder allocates itself while reading the header (PNG metadata); the JPEG
+        // decoder takes no allocation limit, and what it holds is counted in `header_bytes`.
+        let mut limits = image::Limits::default();
+        limits.max_alloc = Some(MAX_PNG_METADATA_BYTES as u64);
+        reader.limits(limits);
+        let decoder = reader.into_decoder().map_err(decode_error)?;
+        let (width, height) = decoder.dimensions();
+        check_size(u64::from(width), u64::from(height))?;
+        let color = decoder.color_type();
+        Ok(Encoded {
+            decoder: Box::new(decoder),
+            format,
+            width,
+            height,
+            color,
+            header,
+        })
     }
-    let (w, h) = reader
-        .into_dimensions()
-        .map_err(|e| VisionError::Decode(e.to_string()))?;
-    check_size(u64::from(w), u64::from(h))?;
-    let mut reader = image::ImageReader::new(std::io::Cursor::new(&bytes[..]))
-        .with_guessed_format()
-        .map_err(|e| VisionError::Decode(e.to_string()))?;
-    let mut limits = image::Limits::default();
-    limits.max_image_width = Some(w);
-    limits.max_image_height = Some(h);
-    limits.max_alloc = Some(MAX_IMAGE_PIXELS * 8 + (16 << 20));
-    reader.limits(limits);
-    let img = reader
-        .decode()
-        .map_err(|e| VisionError::Decode(e.to_string()))?;
-    Ok(to_rgb(img))
+
+    /// Width in pixels.
+    pub fn width(&self) -> usize {
+        self.width as usize
+    }
+
+    /// Height in pixels.
+    pub fn height(&self) -> usize {
+        self.height as usize
+    }
+
+    /// The most bytes held at once from [`Encoded::parse`] to the end of [`Encoded::decode`],
+    /// from the header alone: [`Encoded::header_bytes`]; one buffer of the larger of the decoded
+    /// image in its own pixel format (16-bit RGBA: 8 bytes per pixel) and its RGB (3), converted
+    /// in place; the decoder's rows (PNG) or, for a progressive or multi-scan JPEG, every
+    /// component's DCT coefficients (2 bytes per sample, padded to whole MCUs) and its rows.
+    pub fn working_bytes(&self) -> usize {
+        let (w, h) = (self.width(), self.height());
+        let bpp = usize::from(self.color.bytes_per_pixel());
+        let pixels = w.saturating_mul(h);
+        let buffer = pixels.saturating_mul(bpp).max(pixels.saturating_mul(3));
+        let decoder = match self.format {
+            ImageFormat::Jpeg => {
+                // Up to 4 components (CMYK and YCCK come out as RGB).
+                let components = match self.color {
+                    ColorType::L8 => 1,
+                    ColorType::La8 => 2,
+                    _ => 4,
+                };
+                let coefficients = (w + 32)
+                    .saturating_mul(h + 32)
+                    .saturating_mul(2 * components);
+                coefficients.saturating_add((w + 32).saturating_mul(JPEG_BYTES_PER_COLUMN))
+            }
+            _ => w.saturating_mul(bpp).saturating_add(1) * PNG_ROWS_HELD,
+        };
+        self.header
+            .saturating_add(buffer)
+            .saturating_add(decoder)
+            .saturating_add(DECODER_STATE_BYTES)
+    }
+
+    /// Decode to RGB: one buffer, decoded into and converted in place.
+    pub fn decode(self) -> Result<Rgb, VisionError> {
+        let Encoded {
+            decoder,
+            width,
+            height,
+            color,
+            ..
+        } = self;
+        let (w, h) = (width as usize, height as usize);
+        let pixels = w * h;
+        let decoded = usize::try_from(decoder.total_bytes()).map_err(|_| {
+            VisionError::TooLarge(format!("the image is {w}x{h}: too large to address"))
+        })?;
+        // Zeroed by the allocator (fresh pages), so untouched bytes cost no memory.
+        let mut buf = vec![0u8; decoded.max(pixels * 3)];
+        decoder
+            .read_image(&mut buf[..decoded])
+            .map_err(decode_error)?;
+        to_rgb_in_place(&mut buf, color, pixels)?;
+        Rgb::new(w, h, buf)
+    }
+}
+
+/// A decoder's error: over a decoder allocation limit (PNG metadata), or not decodable.
+fn decode_error(e: image::ImageError) -> VisionError {
+    match e {
+        image::ImageError::Limits(l) => VisionError::TooLarge(format!(
+            "the image's metadata and rows need more than the decoder's {MAX_PNG_METADATA_BYTES} bytes ({l}; `MAX_PNG_METADATA_BYTES`); strip its metadata (ICC profile, text chunks) before the rollout"
+        )),
+        other => VisionError::Decode(other.to_string()),
+    }
 }
 
 fn check_size(w: u64, h: u64) -> Result<(), VisionError> {
@@ -115,56 +265,234 @@ fn check_size(w: u64, h: u64) -> Result<(), VisionError> {
     }
     if w * h > MAX_IMAGE_PIXELS {
         return Err(VisionError::TooLarge(format!(
-            "the image is {w}x{h} = {} pixels; at most {MAX_IMAGE_PIXELS} (resize it before the rollout)",
+            "the image is {w}x{h} = {} pixels; at most {MAX_IMAGE_PIXELS} (`MAX_IMAGE_PIXELS`: decoding holds up to 11 bytes per pixel); downscale it before the rollout (Qwen2-VL's processor shrinks it to `max_pixels` anyway)",
             w * h
         )));
     }
     Ok(())
 }
 
-/// `convert_to_rgb` (transformers 5.3): Pillow's `convert("RGB")`: gray replicated, alpha
-/// dropped (not composited), palettes looked up (arriving expanded from the decoder).
-fn to_rgb(img: image::DynamicImage) -> Rgb {
-    use image::DynamicImage as D;
-    let (w, h) = (img.width() as usize, img.height() as usize);
-    let data = match img {
-        D::ImageRgb8(b) => b.into_raw(),
-        D::ImageLuma8(b) => b.into_raw().iter().flat_map(|&l| [l, l, l]).collect(),
-        D::ImageLumaA8(b) => b
-            .into_raw()
-            .chunks_exact(2)
-            .flat_map(|p| [p[0], p[0], p[0]])
-            .collect(),
-        D::ImageRgba8(b) => b
-            .into_raw()
-            .chunks_exact(4)
-            .flat_map(|p| [p[0], p[1], p[2]])
-            .collect(),
-        // 16-bit and float images: Pillow reads 16-bit PNGs as `I;16` and converts by
-        // truncating to 8 bits; `image` rounds. Documented as not bit-exact.
-        other => other.to_rgb8().into_raw(),
-    };
-    Rgb {
-        width: w,
-        height: h,
-        data,
+/// A 16-bit sample (native endian, as decoders return them) to 8 bits, rounded as the `image`
+/// crate rounds (`round(v * 255 / 65535)`); Pillow truncates (`v >> 8`).
+fn narrow(b: &[u8]) -> u8 {
+    ((u32::from(u16::from_ne_bytes([b[0], b[1]])) + 128) / 257) as u8
+}
+
+/// `convert_to_rgb` (transformers 5.3), Pillow's `convert("RGB")`, in place on `buf`, whose
+/// first `pixels` pixels are in `color` and which holds at least `pixels * 3` bytes: gray
+/// replicated, alpha dropped (not composited), palettes looked up (arriving expanded from the
+/// decoder). Leaves exactly the RGB bytes.
+fn to_rgb_in_place(buf: &mut Vec<u8>, color: ColorType, pixels: usize) -> Result<(), VisionError> {
+    match color {
+        ColorType::Rgb8 => {}
+        ColorType::Rgba8 => narrow_in_place(buf, pixels, 4, |p| [p[0], p[1], p[2]]),
+        ColorType::La16 => narrow_in_place(buf, pixels, 4, |p| [narrow(p); 3]),
+        ColorType::Rgb16 => narrow_in_place(buf, pixels, 6, |p| {
+            [narrow(&p[0..2]), narrow(&p[2..4]), narrow(&p[4..6])]
+        }),
+        ColorType::Rgba16 => narrow_in_place(buf, pixels, 8, |p| {
+            [narrow(&p[0..2]), narrow(&p[2..4]), narrow(&p[4..6])]
+        }),
+        ColorType::L8 => widen_in_place(buf, pixels, 1, |p| [p[0]; 3]),
+        ColorType::La8 => widen_in_place(buf, pixels, 2, |p| [p[0]; 3]),
+        ColorType::L16 => widen_in_place(buf, pixels, 2, |p| [narrow(p); 3]),
+        other => {
+            return Err(VisionError::Decode(format!(
+                "unsupported pixel format {other:?}"
+            )));
+        }
+    }
+    buf.truncate(pixels * 3);
+    buf.shrink_to_fit();
+    Ok(())
+}
+
+/// Pixels of `from` >= 4 bytes at the start of `buf`, rewritten as RGB from the first on: pixel
+/// `i`'s 3 bytes land before pixel `i + 1`'s, which start at `from * (i + 1)`.
+fn narrow_in_place(buf: &mut [u8], pixels: usize, from: usize, rgb: impl Fn(&[u8]) -> [u8; 3]) {
+    for i in 0..pixels {
+        let px = rgb(&buf[i * from..(i + 1) * from]);
+        buf[i * 3..i * 3 + 3].copy_from_slice(&px);
+    }
+}
+
+/// Pixels of `from` <= 2 bytes at the start of `buf`, rewritten as RGB from the last back:
+/// pixel `i`'s 3 bytes land at or after its own and after every earlier pixel's
+/// (`from * i <= 3 * i`).
+fn widen_in_place(buf: &mut [u8], pixels: usize, from: usize, rgb: impl Fn(&[u8]) -> [u8; 3]) {
+    for i in (0..pixels).rev() {
+        let px = rgb(&buf[i * from..(i + 1) * from]);
+        buf[i * 3..i * 3 + 3].copy_from_slice(&px);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{blank_png, png_header};
 
     #[test]
     fn a_huge_image_is_refused_from_its_header() {
-        let e = decode(&crate::testing::png_header(10_000, 10_000)).expect_err("refused");
+        let e = decode(&png_header(10_000, 10_000)).expect_err("refused");
         assert!(
-            matches!(&e, VisionError::TooLarge(m) if m.contains("10000x10000")),
+            matches!(&e, VisionError::TooLarge(m) if m.contains("10000x10000") && m.contains("`MAX_IMAGE_PIXELS`")),
             "{e}"
         );
         // Under the limit, the same header is read and the missing pixels are the error.
-        let e = decode(&crate::testing::png_header(100, 100)).expect_err("no pixel data");
+        let e = decode(&png_header(100, 100)).expect_err("no pixel data");
         assert!(matches!(e, VisionError::Decode(_)), "{e}");
+    }
+
+    /// Issue 52: a 2 MB PNG claiming 50 megapixels of 16-bit RGB. One pixel past the cap it is
+    /// refused by `parse`, naming the limit; at the cap its header asks for the 16-bit buffer
+    /// and no more than the RGB conversion needs beside it (in place: nothing).
+    #[test]
+    fn a_sixteen_bit_bomb_is_refused_or_accounted_from_its_header() {
+        let over = blank_png(7072, 7072, 2, 16);
+        assert!(over.len() < 4 << 20, "{} bytes", over.len());
+        let e = Encoded::parse(&over).err().expect("over the cap");
+        assert!(
+            matches!(&e, VisionError::TooLarge(m) if m.contains("7072x7072 = 50013184 pixels") && m.contains("`MAX_IMAGE_PIXELS`")),
+            "{e}"
+        );
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&over);
+        assert!(matches!(
+            Encoded::parse(b64.as_bytes()),
+            Err(VisionError::TooLarge(_))
+        ));
+        let under = blank_png(7071, 7071, 2, 16);
+        let image = Encoded::parse(&under).expect("at the cap");
+        assert_eq!((image.width(), image.height()), (7071, 7071));
+        let decoded = 7071 * 7071 * 6;
+        let working = image.working_bytes();
+        assert!(
+            working >= decoded + Encoded::header_bytes(&under),
+            "{working}"
+        );
+        assert!(
+            working < decoded + (16 << 20),
+            "{working}: more than rows and metadata"
+        );
+    }
+
+    /// The reference for every pixel format: the test's own samples, 16-bit ones rounded as
+    /// `round(v * 255 / 65535)` (what the `image` crate's `to_rgb8`, used before, computes).
+    #[test]
+    fn every_png_pixel_format_converts_to_rgb_in_place() {
+        use image::DynamicImage as D;
+        let (w, h) = (37u32, 23u32);
+        let s16 =
+            |x: u32, y: u32, c: u32| ((x * 7919 + y * 104_729 + c * 15_485_863) % 65_536) as u16;
+        let s8 = |x: u32, y: u32, c: u32| (s16(x, y, c) >> 5) as u8;
+        let r16 = |v: u16| (f64::from(v) * 255.0 / 65535.0).round() as u8;
+        let images = [
+            D::ImageLuma8(image::ImageBuffer::from_fn(w, h, |x, y| {
+                image::Luma([s8(x, y, 0)])
+            })),
+            D::ImageLumaA8(image::ImageBuffer::from_fn(w, h, |x, y| {
+                image::LumaA([s8(x, y, 0), s8(x, y, 3)])
+            })),
+            D::ImageRgb8(image::ImageBuffer::from_fn(w, h, |x, y| {
+                image::Rgb([s8(x, y, 0), s8(x, y, 1), s8(x, y, 2)])
+            })),
+            D::ImageRgba8(image::ImageBuffer::from_fn(w, h, |x, y| {
+                image::Rgba([s8(x, y, 0), s8(x, y, 1), s8(x, y, 2), s8(x, y, 3)])
+            })),
+            D::ImageLuma16(image::ImageBuffer::from_fn(w, h, |x, y| {
+                image::Luma([s16(x, y, 0)])
+            })),
+            D::ImageLumaA16(image::ImageBuffer::from_fn(w, h, |x, y| {
+                image::LumaA([s16(x, y, 0), s16(x, y, 3)])
+            })),
+            D::ImageRgb16(image::ImageBuffer::from_fn(w, h, |x, y| {
+                image::Rgb([s16(x, y, 0), s16(x, y, 1), s16(x, y, 2)])
+            })),
+            D::ImageRgba16(image::ImageBuffer::from_fn(w, h, |x, y| {
+                image::Rgba([s16(x, y, 0), s16(x, y, 1), s16(x, y, 2), s16(x, y, 3)])
+            })),
+        ];
+        for img in images {
+            let color = img.color();
+            let mut png = Cursor::new(Vec::new());
+            img.write_to(&mut png, ImageFormat::Png)
+                .expect("encode PNG");
+            let png = png.into_inner();
+            let got = decode(&png).expect("decodes");
+            let gray = matches!(
+                color,
+                ColorType::L8 | ColorType::La8 | ColorType::L16 | ColorType::La16
+            );
+            let wide = color.bytes_per_pixel() / color.channel_count() == 2;
+            let mut want = Vec::new();
+            for y in 0..h {
+                for x in 0..w {
+                    for c in 0..3 {
+                        let c = if gray { 0 } else { c };
+                        want.push(if wide { r16(s16(x, y, c)) } else { s8(x, y, c) });
+                    }
+                }
+            }
+            assert_eq!((got.width, got.height), (w as usize, h as usize));
+            assert!(got.data == want, "{color:?}: RGB differs from the samples");
+            assert_eq!(
+                got.data.capacity(),
+                got.data.len(),
+                "{color:?}: buffer not shrunk"
+            );
+            if wide {
+                // The `image` crate's own conversion, which decoding used for 16 bits before.
+                let before = image::load_from_memory(&png).expect("loads").to_rgb8();
+                assert!(
+                    got.data == before.into_raw(),
+                    "{color:?}: differs from `to_rgb8`"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn jpeg_headers_account_for_coefficients() {
+        let img = image::DynamicImage::ImageRgb8(image::ImageBuffer::from_fn(640, 480, |x, y| {
+            image::Rgb([x as u8, y as u8, (x ^ y) as u8])
+        }));
+        let mut jpg = Cursor::new(Vec::new());
+        img.write_to(&mut jpg, ImageFormat::Jpeg)
+            .expect("encode JPEG");
+        let jpg = jpg.into_inner();
+        let image = Encoded::parse(&jpg).expect("parses");
+        // Output, four components' coefficients, the header's copies.
+        assert!(image.working_bytes() >= 640 * 480 * 3 + 672 * 512 * 8 + 2 * jpg.len());
+        let rgb = image.decode().expect("decodes");
+        assert_eq!(
+            (rgb.width, rgb.height, rgb.data.len()),
+            (640, 480, 640 * 480 * 3)
+        );
+    }
+
+    #[test]
+    fn in_place_conversion_never_reads_a_byte_it_wrote() {
+        // Each pixel's bytes are distinct, so a clobbered read shows.
+        let pixels = 1000;
+        let gray: Vec<u8> = (0..pixels).map(|i| i as u8).collect();
+        let mut buf = gray.clone();
+        buf.resize(pixels * 3, 0);
+        to_rgb_in_place(&mut buf, ColorType::L8, pixels).expect("L8");
+        assert!(buf.chunks_exact(3).zip(&gray).all(|(p, &g)| p == [g, g, g]));
+        let rgba: Vec<u8> = (0..pixels * 4).map(|i| (i * 7) as u8).collect();
+        let mut buf = rgba.clone();
+        to_rgb_in_place(&mut buf, ColorType::Rgba8, pixels).expect("Rgba8");
+        assert!(
+            buf.chunks_exact(3)
+                .zip(rgba.chunks_exact(4))
+                .all(|(p, q)| p == &q[..3])
+        );
+        assert_eq!(narrow(&128u16.to_ne_bytes()), 0);
+        assert_eq!(narrow(&129u16.to_ne_bytes()), 1);
+        assert_eq!(narrow(&65535u16.to_ne_bytes()), 255);
+        assert!(matches!(
+            to_rgb_in_place(&mut vec![0; 12], ColorType::Rgb32F, 1),
+            Err(VisionError::Decode(_))
+        ));
     }
 
     #[test]

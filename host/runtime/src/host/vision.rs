@@ -1,19 +1,40 @@
 //! Host side of the `vision` interface: images decoded and preprocessed natively
 //! (`rollbox-vision`), results handed back as tensors under the episode's tensor limits.
-//! A bad image or option is an `invalid-argument` value naming it, never a trap. The work runs
-//! on the blocking pool, stops between images once the episode's deadline has passed
-//! (`timeout`), and its CPU time is charged to the episode (`host_work`).
+//!
+//! Limits, each checked from an image's header, before its pixels are decoded:
+//! * at most [`MAX_IMAGES_PER_CALL`] images a call; each at most `MAX_IMAGE_BYTES` encoded and
+//!   `MAX_IMAGE_PIXELS` decoded (`rollbox-vision`), its aspect ratio within Qwen2-VL's 200;
+//! * the call's pixel values within the episode's tensor bytes (`max_tensor_bytes`);
+//! * the host memory budget (`max_host_memory`): what reading an image's header may hold, then
+//!   what decoding and resizing it will (`Encoded::working_bytes`, `resize::working_bytes`:
+//!   the decoded buffer in the image's own pixel format, converted to RGB in place, the
+//!   decoder's rows or JPEG coefficients, the resize's intermediate), reserved for that image
+//!   and given back once it is processed; the call's pixel values, reserved until they are
+//!   admitted as tensors (which reserve their own).
+//!
+//! The work runs on the blocking pool. Between images it stops once the episode's deadline has
+//! passed or the call was dropped (the episode timed out or was cancelled: nobody waits for the
+//! rest), and, with fuel on, once the CPU it has spent uses the fuel the episode can have left:
+//! every image's CPU time is charged to the episode (`host_work`), so the next would only end it
+//! `out_of_fuel` later. A bad image or option is an `invalid-argument` value naming the image;
+//! over the tensor bytes or the memory budget, `limit-exceeded`; past the deadline, `timeout`;
+//! out of fuel, a trap (fault `out_of_fuel`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use rollbox_tensor::{HostTensor, TensorData};
-use rollbox_vision::{Backend, Qwen2VlConfig, decode, process_into, smart_resize};
-
-use std::time::Instant;
+use rollbox_vision::{
+    Appended, Backend, Encoded, Qwen2VlConfig, VisionError, process_into, resize, smart_resize,
+};
+use wasmtime::Trap;
 
 use crate::bindings::types::Error;
 use crate::bindings::vision::{self, ImageOptions, ProcessedImages};
 use crate::budget::{Reservation, host_memory};
 use crate::episode::EpisodeState;
-use crate::host_work::{offload, past_deadline};
+use crate::host_work::{HOST_FUEL_PER_MS, offload, past_deadline, timed};
 
 /// Images one call accepts.
 pub const MAX_IMAGES_PER_CALL: usize = 64;
@@ -21,85 +42,189 @@ pub const MAX_IMAGES_PER_CALL: usize = 64;
 /// The processed images of one call: `pixel_values` rows, grids and token counts.
 type Batch = (Vec<f32>, usize, Vec<i64>, Vec<u32>);
 
-/// Process `images` within `budget` tensor bytes, stopping between images once `deadline`
-/// has passed (the episode timed out or was dropped: nobody waits for the rest).
-fn run(
-    images: &[Vec<u8>],
-    options: &ImageOptions,
-    budget: usize,
+/// Where a call stops between images.
+struct Stops {
+    /// Tensor bytes the episode may still create.
+    tensor_bytes: usize,
+    /// The episode's deadline.
     deadline: Instant,
-    working: &mut Reservation,
-) -> Result<Batch, Error> {
-    let bad = |e: String| Error::InvalidArgument(e);
-    if images.len() > MAX_IMAGES_PER_CALL {
-        return Err(bad(format!(
-            "process-images got {} images; at most {MAX_IMAGES_PER_CALL} per call",
-            images.len()
-        )));
+    /// Fuel the episode can have left for host work (`None`: fuel is off): its budget less the
+    /// host work charged so far, an upper bound (its own instructions took some too).
+    fuel_left: Option<u64>,
+    /// Set when the call's future is dropped.
+    dropped: Arc<AtomicBool>,
+}
+
+impl Stops {
+    /// The `timeout` value once the deadline has passed or the call was dropped.
+    fn past(&self, i: usize) -> Option<Error> {
+        (self.dropped.load(Ordering::Relaxed) || Instant::now() >= self.deadline)
+            .then(|| past_deadline(&format!("process-images (at image {i})")))
     }
-    let backend = match &options.backend {
-        Some(b) => Backend::parse(b).map_err(|e| bad(e.to_string()))?,
-        None => Backend::default(),
-    };
-    let cfg = match &options.config {
-        Some(text) => {
-            let v: serde_json::Value = serde_json::from_str(text)
-                .map_err(|e| bad(format!("image-options.config is not JSON: {e}")))?;
-            Qwen2VlConfig::from_json(&v).map_err(|e| bad(e.to_string()))?
+
+    /// A trap once `spent` CPU in this call has used the fuel the episode can have left: charged
+    /// (as it is when the call returns), it ends the episode `out_of_fuel` anyway.
+    fn out_of_fuel(&self, spent: Duration) -> wasmtime::Result<()> {
+        match self.fuel_left {
+            Some(left) if fuel_for(spent) >= left => Err(wasmtime::Error::new(Trap::OutOfFuel)),
+            _ => Ok(()),
         }
-        None => Qwen2VlConfig::default(),
-    };
-    let (mut pv, mut grids, mut tokens) = (Vec::new(), Vec::new(), Vec::new());
-    let mut row_len = 3 * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size;
-    let mut planned = 0usize;
-    for (i, bytes) in images.iter().enumerate() {
-        if Instant::now() >= deadline {
-            return Err(past_deadline(&format!("process-images (at image {i})")));
+    }
+}
+
+/// Fuel charged for `cpu` of host work, as `CallCtx::charge_host` charges it.
+fn fuel_for(cpu: Duration) -> u64 {
+    let fuel = cpu.as_nanos().saturating_mul(u128::from(HOST_FUEL_PER_MS)) / 1_000_000;
+    u64::try_from(fuel).unwrap_or(u64::MAX)
+}
+
+/// Sets its flag when dropped: with the host call's future, when the episode times out or is
+/// cancelled while the blocking pool works.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One call's images processed so far.
+struct Images<'a> {
+    cfg: Qwen2VlConfig,
+    backend: Backend,
+    tensor_bytes: usize,
+    /// Pixel values planned so far, bytes.
+    planned: usize,
+    pv: Vec<f32>,
+    /// The pixel values' share of the host budget.
+    working: &'a mut Reservation,
+}
+
+impl Images<'_> {
+    /// Image `i`: its header read and checked, its memory reserved, then decoded, resized and
+    /// its rows appended to the call's pixel values.
+    fn add(&mut self, i: usize, bytes: &[u8]) -> Result<Appended, Error> {
+        let bad = |e: VisionError| Error::InvalidArgument(format!("image {i}: {e}"));
+        let host = host_memory();
+        let refused = |what: &str, bytes: usize| {
+            Error::LimitExceeded(
+                host.exhausted(&format!("process-images (image {i}, {what})"), bytes),
+            )
+        };
+        // What reading the header may hold (copies of the encoded bytes, decoder metadata).
+        let mut held = Reservation::default();
+        let header = Encoded::header_bytes(bytes);
+        if !held.grow_bulk(host, header) {
+            return Err(refused("its header", header));
         }
-        let img = decode(bytes).map_err(|e| bad(format!("image {i}: {e}")))?;
-        // The output's size is known before any resampling: refuse what would pass the
-        // episode's tensor bytes instead of allocating it.
+        let image = Encoded::parse(bytes).map_err(bad)?;
+        let cfg = &self.cfg;
         let (h, w) = smart_resize(
-            img.height,
-            img.width,
+            image.height(),
+            image.width(),
             cfg.factor(),
             cfg.min_pixels,
             cfg.max_pixels,
         )
-        .map_err(|e| bad(format!("image {i}: {e}")))?;
-        planned = h
+        .map_err(bad)?;
+        // The output's size is known from the header: refuse what would pass the episode's
+        // tensor bytes instead of decoding it.
+        let out = h
             .checked_mul(w)
             .and_then(|n| n.checked_mul(3 * cfg.temporal_patch_size * 4))
-            .and_then(|n| n.checked_add(planned))
-            .filter(|&n| n <= budget)
+            .filter(|&n| {
+                self.planned
+                    .checked_add(n)
+                    .is_some_and(|total| total <= self.tensor_bytes)
+            })
             .ok_or_else(|| {
                 Error::LimitExceeded(format!(
-                    "image {i}: the pixel values would pass the {budget} tensor bytes this episode has left (`max_tensor_bytes`); lower max_pixels or raise that limit"
+                    "image {i}: the pixel values would pass the {} tensor bytes this episode has left (`max_tensor_bytes`); lower max_pixels or raise that limit",
+                    self.tensor_bytes
                 ))
             })?;
-        // The decoded image and this image's pixel values, from the host-wide budget.
-        let host = host_memory();
-        let bytes = img
-            .width
-            .saturating_mul(img.height)
+        // Decoding (the decoded buffer, converted in place), then the RGB image beside the
+        // resize's intermediate and output: the larger, from the header.
+        let (iw, ih) = (image.width(), image.height());
+        let resizing = iw
+            .saturating_mul(ih)
             .saturating_mul(3)
-            .saturating_add(
-                h.saturating_mul(w)
-                    .saturating_mul(3 * cfg.temporal_patch_size * 4),
-            );
-        if !working.grow_bulk(host, bytes) {
-            return Err(Error::LimitExceeded(
-                host.exhausted(&format!("process-images (image {i})"), bytes),
-            ));
+            .saturating_add(resize::working_bytes(iw, ih, w, h));
+        let need = image.working_bytes().max(resizing);
+        if !held.grow_bulk(host, need.saturating_sub(header)) {
+            return Err(refused("decoding it", need));
         }
+        if !self.working.grow_bulk(host, out) {
+            return Err(refused("its pixel values", out));
+        }
+        self.planned += out;
+        let rgb = image.decode().map_err(bad)?;
         // Appended in place: no copy of each image's 18 MB (1024x768) of pixel values.
-        let p = process_into(&img, &cfg, backend, &mut pv)
-            .map_err(|e| bad(format!("image {i}: {e}")))?;
-        tokens.push(p.tokens(cfg.merge_size) as u32);
+        process_into(&rgb, cfg, self.backend, &mut self.pv).map_err(bad)
+    }
+}
+
+/// Process `images` within `stops`: the batch, or the value the guest gets; a trap when the
+/// episode's fuel is spent.
+fn run(
+    images: &[Vec<u8>],
+    options: &ImageOptions,
+    stops: &Stops,
+    working: &mut Reservation,
+) -> wasmtime::Result<Result<Batch, Error>> {
+    let bad = |e: String| Error::InvalidArgument(e);
+    if images.len() > MAX_IMAGES_PER_CALL {
+        return Ok(Err(bad(format!(
+            "process-images got {} images; at most {MAX_IMAGES_PER_CALL} per call",
+            images.len()
+        ))));
+    }
+    let backend = match &options.backend {
+        Some(b) => match Backend::parse(b) {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(bad(e.to_string()))),
+        },
+        None => Backend::default(),
+    };
+    let cfg = match &options.config {
+        Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(v) => match Qwen2VlConfig::from_json(&v) {
+                Ok(c) => c,
+                Err(e) => return Ok(Err(bad(e.to_string()))),
+            },
+            Err(e) => return Ok(Err(bad(format!("image-options.config is not JSON: {e}")))),
+        },
+        None => Qwen2VlConfig::default(),
+    };
+    let mut row_len = 3 * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size;
+    let mut batch = Images {
+        cfg,
+        backend,
+        tensor_bytes: stops.tensor_bytes,
+        planned: 0,
+        pv: Vec::new(),
+        working,
+    };
+    let (mut grids, mut tokens) = (Vec::new(), Vec::new());
+    // This call's CPU so far, charged image by image against the episode's fuel.
+    let mut spent = Duration::ZERO;
+    for (i, bytes) in images.iter().enumerate() {
+        if let Some(e) = stops.past(i) {
+            return Ok(Err(e));
+        }
+        stops.out_of_fuel(spent)?;
+        let (added, cpu) = timed(|| batch.add(i, bytes));
+        spent += cpu;
+        let p = match added {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        tokens.push(p.tokens(batch.cfg.merge_size) as u32);
         grids.extend(p.grid_thw);
         row_len = p.row_len;
     }
-    Ok((pv, row_len, grids, tokens))
+    stops.out_of_fuel(spent)?;
+    Ok(Ok((batch.pv, row_len, grids, tokens)))
 }
 
 impl vision::Host for EpisodeState {
@@ -108,21 +233,28 @@ impl vision::Host for EpisodeState {
         images: Vec<Vec<u8>>,
         options: ImageOptions,
     ) -> wasmtime::Result<Result<ProcessedImages, Error>> {
-        // CPU-heavy: off the async worker, so other episodes' I/O keeps going.
-        let budget = self.tensor_budget();
-        let deadline = self.ctx.deadline;
-        // The working memory's reservation is held until the results are admitted as
-        // tensors (which reserve their own bytes), then given back.
+        let dropped = Arc::new(AtomicBool::new(false));
+        let _stop_when_dropped = SetOnDrop(dropped.clone());
+        let stops = Stops {
+            tensor_bytes: self.tensor_budget(),
+            deadline: self.ctx.deadline,
+            fuel_left: self
+                .ctx
+                .limits
+                .fuel
+                .map(|fuel| fuel.saturating_sub(fuel_for(self.ctx.host_cpu))),
+            dropped,
+        };
+        // CPU-heavy: off the async worker, so other episodes' I/O keeps going. The pixel
+        // values' reservation is held until the results are admitted as tensors (which reserve
+        // their own bytes), then given back.
         let ((batch, _working), cpu) = offload(move || {
             let mut working = Reservation::default();
-            (
-                run(&images, &options, budget, deadline, &mut working),
-                working,
-            )
+            (run(&images, &options, &stops, &mut working), working)
         })
         .await?;
         self.ctx.charge_host(cpu);
-        let (pv, row_len, grids, tokens) = match batch {
+        let (pv, row_len, grids, tokens) = match batch? {
             Ok(b) => b,
             Err(e) => return Ok(Err(e)),
         };

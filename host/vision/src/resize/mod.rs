@@ -250,6 +250,26 @@ pub fn torch_bicubic_aa(src: &Rgb, w: usize, h: usize) -> Rgb {
     separable(src, w, h, torch_axis)
 }
 
+/// Bytes either resize of a `src_w` x `src_h` image to `w` x `h` holds at once beside its
+/// source, known before the source is decoded (the runtime reserves them from the host's memory
+/// budget): the first pass's intermediate image (horizontal first, or vertical first for
+/// Pillow's very tall images), the output, and each axis's weights and row buffers (at most
+/// ~100 bytes per input and ~70 per output pixel of a side: `ksize` is about 4 inputs per output
+/// when shrinking; counted as 256).
+pub fn working_bytes(src_w: usize, src_h: usize, w: usize, h: usize) -> usize {
+    let intermediate = src_h.saturating_mul(w).max(h.saturating_mul(src_w));
+    let output = h.saturating_mul(w);
+    let sides = src_w
+        .saturating_add(src_h)
+        .saturating_add(w)
+        .saturating_add(h)
+        .saturating_mul(256);
+    intermediate
+        .saturating_add(output)
+        .saturating_mul(3)
+        .saturating_add(sides)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
