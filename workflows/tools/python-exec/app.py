@@ -36,6 +36,15 @@ the program's reach, on JSON values, never on an object the program built. The o
 `phase` is `compile` when the program never ran (a syntax error; in call mode also an
 exception while defining it, or no `fn_name`), `run` otherwise; `exit_code` is 0, the
 `SystemExit` code, or 1 for an exception; `sys.exit(0)` keeps `ok`.
+
+Assert cases (the `code` reward's `assert_case` rows; `assert_cases.py` has the design): a case
+is never appended to the program. `{"mode": "assert-plan", "code": program, "asserts": [...],
+"prelude": bool}` (a clean instance: the program is parsed, not run) returns each case's parts
+that need the program; program mode with `"evaluate": [parts]` evaluates them after the program
+ran (after a `sys.exit(0)` too) and returns their values as type-tagged JSON text in
+`evaluated`; `{"mode": "assert-check", "code": program, "prelude": bool, "cases": [{"assert",
+"steps", "evaluated"}]}` (another clean instance) runs each case with those values in place and
+returns `{"cases": [{"pass": bool, "error"?}]}`.
 """
 
 import ast
@@ -80,6 +89,7 @@ import time  # noqa: F401
 import typing  # noqa: F401
 import unicodedata  # noqa: F401
 
+import assert_cases
 import wit_world
 from componentize_py_types import Err
 
@@ -88,6 +98,8 @@ MAX_OUTPUT_CHARS = 16384
 MAX_PROGRAM_OUTPUT_CHARS = 4 << 20
 MAX_CODE_CHARS = 65536
 MAX_STDIN_CHARS = 16 << 20
+# Cases one assert mode call takes (a row has as many as its ground truth).
+MAX_ASSERT_CASES = 4096
 MARKER = "...(truncated)..."
 
 # The modules the APPS test harness (and verl's prime_code after it) star-imports and imports
@@ -211,13 +223,14 @@ def _exit_code(e):
     return 1
 
 
-def _program(code, stdin, prelude, call, cap):
-    """Run `code` as a program (see the module's doc)."""
+def _program(code, stdin, prelude, call, cap, evaluate=None):
+    """Run `code` as a program (see the module's doc); then, when it ran to its end or exited
+    with 0, the parts in `evaluate`."""
     out, err = _Capped(cap), _Capped(cap)
     result = {
         "ok": True, "phase": "compile", "exit_code": 0, "exited": False, "stdout": "",
         "stderr": "", "result": None, "error_type": None, "error": None, "truncated": False,
-        "stdout_truncated": False,
+        "stdout_truncated": False, "evaluated": None,
     }
     saved = sys.stdin, sys.stdout, sys.stderr
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8", "surrogatepass")), encoding="utf-8")
@@ -264,6 +277,13 @@ def _program(code, stdin, prelude, call, cap):
             result["exit_code"] = 1
             result["error_type"] = type(e).__name__
             result["error"] = _error_text(e)
+        if evaluate is not None and result["ok"] and result["phase"] == "run":
+            # An exit cannot skip the assertions: they run on what the program defined. What
+            # comes back is data only (see assert_cases.evaluate).
+            try:
+                result["evaluated"] = assert_cases.evaluate(scope, evaluate, cap)
+            except BaseException as e:  # noqa: BLE001 - no values: the cases fail
+                result["error"] = _error_text(e)
     finally:
         sys.stdin, sys.stdout, sys.stderr = saved
     result["stdout"] = out.text()
@@ -297,7 +317,68 @@ def _program_args(parsed):
         if not (solution_class is True or solution_class is False or solution_class == "fallback"):
             raise Err('`call.solution_class` must be true, false or "fallback"')
         call = {"fn_name": call["fn_name"], "args": args, "solution_class": solution_class}
-    return stdin, prelude, call, cap
+    evaluate = parsed.get("evaluate")
+    if evaluate is not None:
+        evaluate = _steps(evaluate)
+    return stdin, prelude, call, cap, evaluate
+
+
+def _steps(steps):
+    """The parts of `evaluate`, checked (as `assert-plan` gives them)."""
+    if not isinstance(steps, list) or len(steps) > assert_cases.MAX_STEPS:
+        raise Err(f"`evaluate` must be a list of at most {assert_cases.MAX_STEPS} parts")
+    out = []
+    for s in steps:
+        if not (isinstance(s, dict) and isinstance(s.get("source"), str)
+                and _strings(s.get("args", [])) and _strings(s.get("held", []))
+                and _strings(s.get("made", []))
+                and (s.get("bind") is None or isinstance(s.get("bind"), str))
+                and isinstance(s.get("want", True), bool)
+                and (s.get("error") is None or isinstance(s.get("error"), str))):
+            raise Err('each part of `evaluate` is {"source": "lambda ...", "args": [...], '
+                      '"held": [...], "bind": null, "want": true}, as `assert-plan` gives it')
+        out.append({"source": s["source"], "args": s.get("args", []), "made": s.get("made", []),
+                    "held": s.get("held", []), "bind": s.get("bind"), "want": s.get("want", True),
+                    "error": s.get("error")})
+    return out
+
+
+def _strings(v):
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _clean(fn, *args):
+    """Run `fn` (an assert mode: test code, never the program's) with its prints kept out of
+    the reply."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = _Capped()
+    try:
+        return fn(*args)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _assert_mode(mode, parsed, code):
+    """`assert-plan` and `assert-check` (see the module's doc)."""
+    prelude = parsed.get("prelude", False)
+    if not isinstance(prelude, bool):
+        raise Err("`prelude` must be true or false")
+    base = _PRELUDE_SCOPE if prelude else {"__name__": "__main__", "__builtins__": builtins}
+    if mode == "assert-plan":
+        asserts = parsed.get("asserts")
+        if not (isinstance(asserts, list) and all(isinstance(a, str) for a in asserts)):
+            raise Err('`asserts` must be a list of test cases, each a string of code')
+        if len(asserts) > MAX_ASSERT_CASES or any(len(a) > MAX_CODE_CHARS for a in asserts):
+            raise Err(f"at most {MAX_ASSERT_CASES} cases of at most {MAX_CODE_CHARS} characters")
+        return _clean(assert_cases.plan, code, asserts, base)
+    cases = parsed.get("cases")
+    if not (isinstance(cases, list) and len(cases) <= MAX_ASSERT_CASES and all(
+            isinstance(c, dict) and isinstance(c.get("assert"), str)
+            and len(c["assert"]) <= MAX_CODE_CHARS and isinstance(c.get("steps"), list)
+            and isinstance(c.get("evaluated"), str) for c in cases)):
+        raise Err(f'`cases` must be a list of at most {MAX_ASSERT_CASES} '
+                  '{"assert": text, "steps": [...], "evaluated": text}')
+    return _clean(assert_cases.check, code, cases, base)
 
 
 class WitWorld(wit_world.WitWorld):
@@ -328,6 +409,9 @@ class WitWorld(wit_world.WitWorld):
             raise Err('arguments need `code`, a string: {"code": "print(1 + 1)"}')
         if len(code) > MAX_CODE_CHARS:
             raise Err(f"`code` is {len(code)} characters; at most {MAX_CODE_CHARS}")
+        mode = parsed.get("mode")
+        if mode in ("assert-plan", "assert-check"):
+            return _dumps(_assert_mode(mode, parsed, code))
         if "stdin" in parsed or "call" in parsed:
             return _dumps(_program(code, *_program_args(parsed)))
         return _dumps(_run(code))

@@ -6,11 +6,14 @@
 //! registered tool `runner` (default `python`, e.g. `--tool python=python_exec.wasm`), gets
 //! back what the program printed or returned, and compares that with the expected output after
 //! the program's instance is gone. Expected outputs never enter the program's instance, and no
-//! case shares an instance with another.
+//! case shares an instance with another. An `assert_case` is never appended to the program:
+//! only the parts of it that need the program are evaluated in the program's instance, as plain
+//! values, and the assertion runs in a clean instance ([`asserts`]).
 //!
-//! Everything but the tool calls is plain Rust ([`extract`], [`Tests`], [`judge`], [`score`]),
-//! tested natively; the component is the glue in `component`.
+//! Everything but the tool calls is plain Rust ([`extract`], [`Tests`], [`judge`], [`score`],
+//! [`asserts`]), tested natively; the component is the glue in `component`.
 
+pub mod asserts;
 pub mod compare;
 
 use serde_json::{Value, json};
@@ -115,7 +118,8 @@ pub struct Tests {
     pub outputs: Vec<Value>,
     /// The function to call (call-based problems).
     pub fn_name: Option<String>,
-    /// Code appended to the program per case (SandboxFusion's `assert_case`).
+    /// Code checked after the program per case (SandboxFusion's `assert_case`; see
+    /// [`asserts`]: it never enters the program's instance).
     pub assert_case: Vec<String>,
 }
 
@@ -234,6 +238,15 @@ pub enum CaseResult {
 }
 
 impl CaseResult {
+    /// The result of a run that raised (an exception, a non-zero exit): `prime_code`'s -1,
+    /// SandboxFusion's runtime error (-2).
+    pub fn raised(semantics: Semantics) -> CaseResult {
+        match semantics {
+            Semantics::PrimeCode => CaseResult::Error,
+            Semantics::SandboxFusion { .. } => CaseResult::NotRun,
+        }
+    }
+
     /// verl's code for the result under `semantics`: `true`, `false`, -1 .. -4.
     pub fn code(self, semantics: Semantics) -> Value {
         match (self, semantics) {
@@ -247,13 +260,23 @@ impl CaseResult {
     }
 }
 
+/// Whether a case's program runs after the APPS harness's imports: `prime_code` runs them
+/// before every program; SandboxFusion's call-based wrapper has the same star imports (its
+/// stdio programs run as written).
+pub fn prelude(tests: &Tests, opts: &Options) -> bool {
+    opts.semantics == Semantics::PrimeCode || tests.fn_name.is_some()
+}
+
 /// The runner's arguments for case `i` of `tests` (python-exec's program mode) as JSON text,
-/// or the case's result when it cannot be run (its arguments are not JSON).
+/// or the case's result when it cannot be run (its arguments are not JSON). `evaluate` is the
+/// case's assertion's parts, from `assert-plan` ([`asserts`]): evaluated after the program,
+/// their values returned; the assertion's own text never enters the program's instance.
 pub fn case_args(
     program: &str,
     tests: &Tests,
     i: usize,
     opts: &Options,
+    evaluate: Option<&Value>,
 ) -> Result<String, CaseResult> {
     #[derive(serde::Serialize)]
     struct Call<'a> {
@@ -272,14 +295,8 @@ pub fn case_args(
         max_output_chars: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
         call: Option<Call<'a>>,
-    }
-    // prime_code runs the APPS harness's imports before every program; SandboxFusion's
-    // call-based wrapper has the same star imports (its stdio programs run as written).
-    let prelude = opts.semantics == Semantics::PrimeCode || tests.fn_name.is_some();
-    let mut code = program.to_string();
-    if let Some(extra) = tests.assert_case.get(i) {
-        code.push_str("\n\n");
-        code.push_str(extra);
+        #[serde(skip_serializing_if = "Option::is_none")]
+        evaluate: Option<&'a Value>,
     }
     let stdin = match (&tests.fn_name, &tests.inputs[i]) {
         (Some(_), _) | (None, Value::Null) => String::new(),
@@ -306,9 +323,9 @@ pub fn case_args(
         }
     };
     let run = Run {
-        code: &code,
+        code: program,
         stdin: &stdin,
-        prelude,
+        prelude: prelude(tests, opts),
         max_output_chars: opts.max_output_chars,
         call: tests
             .fn_name
@@ -322,6 +339,7 @@ pub fn case_args(
                     Semantics::SandboxFusion { .. } => json!("fallback"),
                 },
             }),
+        evaluate,
     };
     serde_json::to_string(&run).map_err(|_| CaseResult::Error)
 }
@@ -356,11 +374,7 @@ pub fn judge(run: Result<&str, bool>, tests: &Tests, i: usize, semantics: Semant
         // `SystemExit`); SandboxFusion sees a process that exited with n.
         let exited = out["exited"] == json!(true);
         if !(prime && exited && tests.fn_name.is_none()) {
-            return if prime {
-                CaseResult::Error
-            } else {
-                CaseResult::NotRun
-            };
+            return CaseResult::raised(semantics);
         }
     }
     let stdout = out["stdout"].as_str().unwrap_or("");
@@ -448,11 +462,102 @@ pub fn score(results: &[CaseResult]) -> f64 {
 mod component {
     use rollbox_sdk::Reward;
     use rollbox_sdk::reward::{RewardInput, log, tools};
-    use serde_json::{Value, json};
+    use serde_json::{Map, Value, json};
 
-    use crate::{CaseResult, Options, Tests, case_args, cases_to_run, extract, judge, score};
+    use crate::asserts::{self, MAX_ASSERT_CALL_BYTES, MAX_ASSERT_CALL_CASES, Plan};
+    use crate::{
+        CaseResult, Options, Tests, case_args, cases_to_run, extract, judge, prelude, score,
+    };
 
     struct Code;
+
+    /// What one runner call came back with.
+    enum Ran {
+        Output(String),
+        TimedOut,
+        Failed,
+    }
+
+    /// Run each of `args` through the runner, in order: `call-many` takes at most
+    /// MAX_CALLS_PER_BATCH calls (more are all refused), so they go batch by batch, under the
+    /// reward's own deadline. The reward's error when the runner is not registered.
+    fn run_all(runner: &str, args: Vec<String>) -> Result<Vec<Ran>, rollbox_sdk::Error> {
+        let calls: Vec<tools::ToolCall> = args
+            .into_iter()
+            .map(|args| tools::ToolCall {
+                name: runner.to_string(),
+                args,
+            })
+            .collect();
+        let mut out = Vec::with_capacity(calls.len());
+        for result in calls
+            .chunks(crate::MAX_CALLS_PER_BATCH)
+            .flat_map(tools::call_many)
+        {
+            out.push(match result {
+                Ok(r) => Ran::Output(r.output),
+                Err(tools::Error::Timeout(_)) => Ran::TimedOut,
+                Err(tools::Error::Unknown(m)) => {
+                    return Err(format!(
+                        "the code reward runs each case with the tool `{runner}`, which is not registered ({m}); register python-exec under that name (`--tool {runner}=python_exec.wasm`) or name yours in `code_reward.runner`"
+                    )
+                    .into());
+                }
+                Err(_) => Ran::Failed,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Why a call of an assert mode gave no reply to read.
+    fn no_reply(mode: &str, ran: &Ran) -> String {
+        match ran {
+            Ran::TimedOut => format!("{mode} timed out in the runner"),
+            _ => format!("{mode} failed in the runner"),
+        }
+    }
+
+    /// Each of the first `n` cases' split of its `assert_case` (`None`: the row has none), from
+    /// `assert-plan` calls in clean instances.
+    fn plan(
+        program: &str,
+        tests: &Tests,
+        n: usize,
+        prelude: bool,
+        runner: &str,
+    ) -> Result<Vec<Option<Plan>>, rollbox_sdk::Error> {
+        let mut plans = vec![None; n];
+        let cases = &tests.assert_case[..n.min(tests.assert_case.len())];
+        if cases.is_empty() {
+            return Ok(plans);
+        }
+        let sizes: Vec<usize> = cases.iter().map(|c| c.len() + 8).collect();
+        let budget = MAX_ASSERT_CALL_BYTES.saturating_sub(program.len());
+        let groups = asserts::batches(&sizes, budget, MAX_ASSERT_CALL_CASES);
+        let args = groups
+            .iter()
+            .map(|g| asserts::plan_args(program, &cases[g.clone()], prelude))
+            .collect();
+        for (g, ran) in groups.into_iter().zip(run_all(runner, args)?) {
+            let parsed = match &ran {
+                Ran::Output(text) => asserts::parse_plan(text, g.len()),
+                _ => Err(no_reply("assert-plan", &ran)),
+            };
+            match parsed {
+                Ok(list) => {
+                    for (i, p) in g.zip(list) {
+                        plans[i] = Some(p);
+                    }
+                }
+                Err(why) => {
+                    for i in g {
+                        plans[i] = Some(Err(why.clone()));
+                    }
+                }
+            }
+        }
+        Ok(plans)
+    }
 
     impl Reward for Code {
         fn score(input: RewardInput) -> Result<f64, rollbox_sdk::Error> {
@@ -466,40 +571,94 @@ mod component {
                 return Ok(0.0);
             };
             let n = cases_to_run(&tests, opts.semantics);
+            let prelude = prelude(&tests, &opts);
+            // Why a case's assertion failed or could not be checked, by case.
+            let mut notes = Map::new();
+            let plans = plan(&program, &tests, n, prelude, &opts.runner)?;
             let mut results: Vec<Option<CaseResult>> = vec![None; n];
-            let mut calls = Vec::new();
+            let mut args = Vec::new();
             let mut index = Vec::new();
             for (i, slot) in results.iter_mut().enumerate() {
-                match case_args(&program, &tests, i, &opts) {
-                    Ok(args) => {
-                        calls.push(tools::ToolCall {
-                            name: opts.runner.clone(),
-                            args,
-                        });
+                let steps = match &plans[i] {
+                    Some(Err(why)) => {
+                        notes.insert(i.to_string(), json!(why));
+                        *slot = Some(CaseResult::Error);
+                        continue;
+                    }
+                    Some(Ok(steps)) => Some(steps),
+                    None => None,
+                };
+                match case_args(&program, &tests, i, &opts, steps) {
+                    Ok(a) => {
+                        args.push(a);
                         index.push(i);
                     }
                     Err(r) => *slot = Some(r),
                 }
             }
-            // `call-many` takes at most MAX_CALLS_PER_BATCH calls (more are all refused), so a
-            // row with more cases runs them batch by batch, under the reward's own deadline.
-            let runs = calls
-                .chunks(crate::MAX_CALLS_PER_BATCH)
-                .flat_map(tools::call_many);
-            for (i, run) in index.into_iter().zip(runs) {
-                let run = match &run {
-                    Ok(r) => Ok(r.output.as_str()),
-                    Err(rollbox_sdk::reward::tools::Error::Timeout(_)) => Err(true),
-                    Err(rollbox_sdk::reward::tools::Error::Unknown(m)) => {
-                        return Err(format!(
-                            "the code reward runs each case with the tool `{}`, which is not registered ({m}); register python-exec under that name (`--tool {}=python_exec.wasm`) or name yours in `code_reward.runner`",
-                            opts.runner, opts.runner
-                        )
-                        .into());
-                    }
-                    Err(_) => Err(false),
+            // The cases whose run ended and whose assertion is still to check.
+            let mut checked = Vec::new();
+            let mut to_check = Vec::new();
+            for (i, ran) in index.into_iter().zip(run_all(&opts.runner, args)?) {
+                let run = match &ran {
+                    Ran::Output(text) => Ok(text.as_str()),
+                    Ran::TimedOut => Err(true),
+                    Ran::Failed => Err(false),
                 };
-                results[i] = Some(judge(run, &tests, i, opts.semantics));
+                let judged = judge(run, &tests, i, opts.semantics);
+                results[i] = Some(judged);
+                if let Some(Ok(steps)) = &plans[i]
+                    && matches!(judged, CaseResult::Pass | CaseResult::Fail)
+                {
+                    match run.ok().and_then(asserts::evaluated) {
+                        Some(values) => {
+                            checked.push(i);
+                            to_check.push(asserts::check_case(
+                                &tests.assert_case[i],
+                                steps,
+                                &values,
+                            ));
+                        }
+                        None => {
+                            notes
+                                .insert(i.to_string(), json!("the run never got to the assertion"));
+                            let failed = asserts::failed(opts.semantics);
+                            results[i] = Some(asserts::with_assertion(judged, failed));
+                        }
+                    }
+                }
+            }
+            if !to_check.is_empty() {
+                let sizes: Vec<usize> = to_check.iter().map(|c| c.to_string().len()).collect();
+                let budget = MAX_ASSERT_CALL_BYTES.saturating_sub(program.len());
+                let groups = asserts::batches(&sizes, budget, MAX_ASSERT_CALL_CASES);
+                let args = groups
+                    .iter()
+                    .map(|g| asserts::check_args(&program, &to_check[g.clone()], prelude))
+                    .collect();
+                for (g, ran) in groups.into_iter().zip(run_all(&opts.runner, args)?) {
+                    let verdicts = match &ran {
+                        Ran::Output(text) => asserts::parse_check(text, g.len()),
+                        _ => Err(no_reply("assert-check", &ran)),
+                    };
+                    for (k, &i) in checked[g].iter().enumerate() {
+                        let assertion = match verdicts.as_ref().map(|v| v.get(k)) {
+                            Ok(Some(Ok(()))) => CaseResult::Pass,
+                            Ok(Some(Err(why))) => {
+                                notes.insert(i.to_string(), json!(why));
+                                asserts::failed(opts.semantics)
+                            }
+                            Ok(None) => CaseResult::Error,
+                            Err(why) => {
+                                notes.insert(i.to_string(), json!(why));
+                                CaseResult::Error
+                            }
+                        };
+                        if let Some(run) = results[i] {
+                            results[i] = Some(asserts::with_assertion(run, assertion));
+                        }
+                    }
+                }
             }
             let results: Vec<CaseResult> = results
                 .into_iter()
@@ -507,6 +666,12 @@ mod component {
                 .collect();
             let codes: Vec<Value> = results.iter().map(|r| r.code(opts.semantics)).collect();
             log::log(log::Level::Info, &json!({ "cases": codes }).to_string());
+            if !notes.is_empty() {
+                log::log(
+                    log::Level::Info,
+                    &json!({ "assert_case": notes }).to_string(),
+                );
+            }
             let s = score(&results);
             log::stat("code/cases", results.len() as f64);
             log::stat(
@@ -572,16 +737,17 @@ mod tests {
         let opts = Options::from_row(&json!({})).expect("parses");
         let t = Tests::parse(&json!({"fn_name": "f", "inputs": ["1\n[2]"], "outputs": ["3"]}))
             .expect("parses");
-        let a: Value =
-            serde_json::from_str(&case_args("class Solution: pass", &t, 0, &opts).expect("parses"))
-                .expect("JSON");
+        let a: Value = serde_json::from_str(
+            &case_args("class Solution: pass", &t, 0, &opts, None).expect("parses"),
+        )
+        .expect("JSON");
         assert_eq!(a["call"]["args"], json!([1, [2]]));
         assert_eq!(a["call"]["solution_class"], json!(true));
         assert_eq!(a["prelude"], json!(true));
         let stdio =
             Tests::parse(&json!({"inputs": ["1 2\n"], "outputs": ["3\n"]})).expect("parses");
         let a: Value =
-            serde_json::from_str(&case_args("print(3)", &stdio, 0, &opts).expect("args"))
+            serde_json::from_str(&case_args("print(3)", &stdio, 0, &opts, None).expect("args"))
                 .expect("JSON");
         assert_eq!((&a["stdin"], &a["call"]), (&json!("1 2\n"), &Value::Null));
         // Big integers reach the program as written.
@@ -589,7 +755,7 @@ mod tests {
             "{\"fn_name\": \"f\", \"inputs\": [\"123456789012345678901234\"], \"outputs\": [\"1\"]}"
         ))
         .expect("parses");
-        let text = case_args("", &big, 0, &opts).expect("args");
+        let text = case_args("", &big, 0, &opts, None).expect("args");
         assert!(
             text.contains("\"args\":[123456789012345678901234]"),
             "{text}"
@@ -598,14 +764,43 @@ mod tests {
             "{\"fn_name\": \"f\", \"inputs\": [[123456789012345678901234, 1]], \"outputs\": [\"1\"]}"
         ))
         .expect("parses");
-        let text = case_args("", &listed, 0, &opts).expect("args");
+        let text = case_args("", &listed, 0, &opts, None).expect("args");
         assert!(
             text.contains("\"args\":[123456789012345678901234,1]"),
             "{text}"
         );
         let bad = Tests::parse(&json!({"fn_name": "f", "inputs": ["1\n"], "outputs": ["3"]}))
             .expect("parses");
-        assert_eq!(case_args("", &bad, 0, &opts), Err(CaseResult::Error));
+        assert_eq!(case_args("", &bad, 0, &opts, None), Err(CaseResult::Error));
+    }
+
+    #[test]
+    fn an_assert_case_never_enters_the_program() {
+        let opts = Options::from_row(&json!({"code_reward": {"semantics": "sandbox_fusion"}}))
+            .expect("parses");
+        let t =
+            Tests::parse(&json!({"assert_case": ["assert add(17, 25) == 42"]})).expect("parses");
+        let program = "def add(a, b):\n    return a + b\n";
+        let steps = json!([{"source": "lambda: add(17, 25)", "args": [], "held": [],
+                            "bind": null, "want": true}]);
+        let text = case_args(program, &t, 0, &opts, Some(&steps)).expect("args");
+        let a: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(a["code"], json!(program));
+        assert_eq!(a["evaluate"], steps);
+        assert_eq!(a["prelude"], json!(false));
+        assert!(!text.contains("42") && !text.contains("assert"), "{text}");
+        // Without parts (a row with no `assert_case`) there is no `evaluate`.
+        let a: Value = serde_json::from_str(&case_args(program, &t, 0, &opts, None).expect("args"))
+            .expect("JSON");
+        assert_eq!(
+            (&a["code"], &a["evaluate"]),
+            (&json!(program), &Value::Null)
+        );
+        assert_eq!(
+            CaseResult::raised(Semantics::SandboxFusion { continuous: true }),
+            CaseResult::NotRun
+        );
+        assert_eq!(CaseResult::raised(Semantics::PrimeCode), CaseResult::Error);
     }
 
     #[test]
