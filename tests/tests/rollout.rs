@@ -162,7 +162,7 @@ async fn runs_sharing_episodes_stay_within_the_shared_slots() {
         .expect("runtime");
     let shared = SharedEpisodes {
         in_flight: Arc::new(tokio::sync::Semaphore::new(2)),
-        sandbox_us: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        meter: Arc::new(rollbox_rollout::SandboxMeter::default()),
         threads: Some(tenant.handle().clone()),
     };
     let options = RolloutOptions {
@@ -180,8 +180,8 @@ async fn runs_sharing_episodes_stay_within_the_shared_slots() {
     let max = gauge.max_in_flight();
     assert_eq!(max, 2, "two runs of 8 each, sharing 2 slots");
     // 24 episodes, each waiting 20 ms for its generation.
-    let us = shared.sandbox_us.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(us >= 24 * 20_000, "{us} us");
+    let used = shared.meter.used();
+    assert!(used >= Duration::from_millis(24 * 20), "{used:?}");
     assert_eq!(
         shared.in_flight.available_permits(),
         2,

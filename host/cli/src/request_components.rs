@@ -10,23 +10,35 @@
 //! anything is opened; the file is read through that one descriptor (a regular file,
 //! at most [`rollbox_runtime::MAX_COMPONENT_FILE_BYTES`]) and what was read is what is hashed
 //! and compiled. A file is read again on every request that names it, so a new build is
-//! picked up; its compilation is kept by content hash (in memory, [`MAX_KEPT`] of each kind
-//! at most, and in the compiled-component cache on disk), shared by every tenant, so the same
-//! bytes are compiled once. Instances are never shared: each episode and call gets a fresh
-//! one.
+//! picked up; its compilation is kept by content hash (in memory, and in the compiled-component
+//! cache on disk), shared by every tenant, so the same bytes are compiled once. Instances are
+//! never shared: each episode and call gets a fresh one.
+//!
+//! What is kept in memory is bounded per tenant and charged to the host: each tenant keeps at
+//! most [`MAX_KEPT_PER_TENANT`] of each kind it brought (its least recently named dropped
+//! first, never another tenant's: one tenant's churn once evicted another's hash-named
+//! workflow, issue 52), and each compilation holds [`KEPT_BYTES_PER_FILE_BYTE`] times its
+//! file's size of the host budget ([`rollbox_runtime::host_memory`]) while kept; a load the
+//! budget cannot hold drops the bringer's own oldest first, then is refused naming
+//! `max_host_memory`.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rollbox_runtime::{
-    ComponentSource, RewardComponent, Runtime, ToolComponent, WorkflowComponent,
+    ComponentSource, Reservation, RewardComponent, Runtime, ToolComponent, WorkflowComponent,
+    host_memory,
 };
 use sha2::{Digest, Sha256};
 
-/// Compiled components of each kind kept in memory; past this the least recently named is
-/// dropped (a request running it keeps its copy).
-pub const MAX_KEPT: usize = 16;
+/// Compiled components of each kind one tenant keeps in memory; past this its least recently
+/// named is dropped (a request running it keeps its copy).
+pub const MAX_KEPT_PER_TENANT: usize = 8;
+
+/// Host memory a kept compilation is charged per byte of its file: its code and the images of
+/// its data segments (a component's data is part of its file), an estimate with room.
+pub const KEPT_BYTES_PER_FILE_BYTE: u64 = 2;
 
 /// The `sha256:` prefix of a component named by content hash.
 pub const HASH_PREFIX: &str = "sha256:";
@@ -85,6 +97,8 @@ pub trait Brought: Sized + Send + Sync + 'static {
     fn kept(all: &RequestComponents) -> &Mutex<Kept<Self>>;
     /// Compile and type-check as this kind.
     fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self>;
+    /// Its file's size, bytes.
+    fn file_bytes(&self) -> u64;
 }
 
 impl Brought for WorkflowComponent {
@@ -94,6 +108,9 @@ impl Brought for WorkflowComponent {
     }
     fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self> {
         runtime.load_workflow(source)
+    }
+    fn file_bytes(&self) -> u64 {
+        self.info().size_bytes
     }
 }
 
@@ -105,6 +122,9 @@ impl Brought for RewardComponent {
     fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self> {
         runtime.load_reward(source)
     }
+    fn file_bytes(&self) -> u64 {
+        self.info().size_bytes
+    }
 }
 
 impl Brought for ToolComponent {
@@ -115,13 +135,24 @@ impl Brought for ToolComponent {
     fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self> {
         runtime.load_tool(source)
     }
+    fn file_bytes(&self) -> u64 {
+        self.info().size_bytes
+    }
 }
 
-/// One kind's compilations, least recently named dropped first.
+/// One kind's compilations: each with when it was last named, the tenant that brought it and
+/// its share of the host budget.
 pub struct Kept<C> {
-    by_sha256: HashMap<String, (Arc<C>, u64)>,
+    by_sha256: HashMap<String, KeptOne<C>>,
     /// Counts requests; an entry's number is when it was last named.
     clock: u64,
+}
+
+struct KeptOne<C> {
+    component: Arc<C>,
+    used: u64,
+    bringer: String,
+    _held: Reservation,
 }
 
 impl<C> Default for Kept<C> {
@@ -137,25 +168,65 @@ impl<C> Kept<C> {
     fn get(&mut self, sha256: &str) -> Option<Arc<C>> {
         self.clock += 1;
         let clock = self.clock;
-        self.by_sha256.get_mut(sha256).map(|(c, used)| {
-            *used = clock;
-            c.clone()
+        self.by_sha256.get_mut(sha256).map(|k| {
+            k.used = clock;
+            k.component.clone()
         })
     }
 
-    fn keep(&mut self, sha256: String, c: Arc<C>) {
+    /// Drop `bringer`'s least recently named compilation; whether it had one.
+    fn drop_oldest_of(&mut self, bringer: &str) -> bool {
+        let oldest = self
+            .by_sha256
+            .iter()
+            .filter(|(_, k)| k.bringer == bringer)
+            .min_by_key(|(_, k)| k.used)
+            .map(|(sha, _)| sha.clone());
+        oldest.is_some_and(|sha| self.by_sha256.remove(&sha).is_some())
+    }
+
+    /// Keep `c` (compiled from a file of `file_bytes`) for `bringer`, within its share and the
+    /// host budget; else what the budget said.
+    fn keep(
+        &mut self,
+        sha256: String,
+        c: Arc<C>,
+        bringer: &str,
+        file_bytes: u64,
+    ) -> Result<(), String> {
         self.clock += 1;
-        if self.by_sha256.len() >= MAX_KEPT
-            && !self.by_sha256.contains_key(&sha256)
-            && let Some(oldest) = self
-                .by_sha256
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| k.clone())
-        {
-            self.by_sha256.remove(&oldest);
+        if self.by_sha256.contains_key(&sha256) {
+            return Ok(());
         }
-        self.by_sha256.insert(sha256, (c, self.clock));
+        while self
+            .by_sha256
+            .values()
+            .filter(|k| k.bringer == bringer)
+            .count()
+            >= MAX_KEPT_PER_TENANT
+            && self.drop_oldest_of(bringer)
+        {}
+        let bytes = usize::try_from(file_bytes.saturating_mul(KEPT_BYTES_PER_FILE_BYTE))
+            .unwrap_or(usize::MAX);
+        let host = host_memory();
+        let held = loop {
+            if let Some(held) = host.try_reserve_bulk(bytes) {
+                break held;
+            }
+            if !self.drop_oldest_of(bringer) {
+                return Err(host.exhausted("keeping the compiled component", bytes));
+            }
+        };
+        self.by_sha256.insert(
+            sha256,
+            KeptOne {
+                component: c,
+                used: self.clock,
+                bringer: bringer.to_string(),
+                _held: held,
+            },
+        );
+        Ok(())
     }
 }
 
@@ -177,15 +248,14 @@ impl RequestComponents {
     }
 
     /// Read the component at `relative` beneath `dir` (found by [`beneath`]; `path` is the
-    /// whole, for messages) and compile it as a `C`, or take the compilation kept for the same
-    /// bytes. Blocking: file reads and compiling (hold a [`RequestComponents::load_turn`]
-    /// around it).
+    /// whole, for messages) and compile it as a `C`, kept for `bringer` (a tenant's name), or
+    /// take the compilation kept for the same bytes. Blocking: file reads and compiling (hold a
+    /// [`RequestComponents::load_turn`] around it).
     pub fn load<C: Brought>(
         &self,
         runtime: &Runtime,
-        dir: &Path,
-        relative: &Path,
-        path: &Path,
+        (dir, relative, path): (&Path, &Path, &Path),
+        bringer: &str,
     ) -> anyhow::Result<Arc<C>> {
         let file = open_beneath(dir, relative).map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP | libc::ENOTDIR) => anyhow::anyhow!(
@@ -207,7 +277,10 @@ impl RequestComponents {
                 bytes,
             },
         )?);
-        lock(C::kept(self)).keep(sha256, c.clone());
+        let file_bytes = c.file_bytes();
+        lock(C::kept(self))
+            .keep(sha256, c.clone(), bringer, file_bytes)
+            .map_err(anyhow::Error::msg)?;
         Ok(c)
     }
 }
@@ -279,6 +352,55 @@ mod tests {
         drop(first);
         let again = waits(&a).await.expect("a's next once its first is done");
         drop((again, b_turn));
+    }
+
+    /// A tenant's churn drops only its own compilations, oldest first; another's stays.
+    #[test]
+    fn a_tenant_keeps_its_own_share_and_drops_only_its_own() {
+        let mut kept: Kept<u32> = Kept::default();
+        kept.keep("b0".into(), Arc::new(0), "b", 1).expect("kept");
+        for i in 0..3 * MAX_KEPT_PER_TENANT as u32 {
+            kept.keep(format!("a{i}"), Arc::new(i), "a", 1)
+                .expect("kept");
+            // b's is named now and then, a's newest more often.
+            if i % 5 == 0 {
+                assert_eq!(kept.get("b0").as_deref(), Some(&0));
+            }
+        }
+        assert_eq!(
+            kept.get("b0").as_deref(),
+            Some(&0),
+            "b's survives a's churn"
+        );
+        let a: Vec<_> = kept
+            .by_sha256
+            .iter()
+            .filter(|(_, k)| k.bringer == "a")
+            .map(|(s, _)| s.clone())
+            .collect();
+        assert_eq!(a.len(), MAX_KEPT_PER_TENANT, "{a:?}");
+        let newest = 3 * MAX_KEPT_PER_TENANT - 1;
+        assert!(a.contains(&format!("a{newest}")) && !a.contains(&"a0".to_string()));
+    }
+
+    /// A compilation the host budget cannot hold drops the bringer's own first, then is
+    /// refused naming the setting; nothing of another tenant's is dropped for it.
+    #[test]
+    fn kept_compilations_are_charged_to_the_host_budget() {
+        let mut kept: Kept<u32> = Kept::default();
+        kept.keep("small".into(), Arc::new(1), "b", 1 << 20)
+            .expect("kept");
+        assert_eq!(
+            kept.by_sha256["small"]._held.bytes(),
+            2 << 20,
+            "charged while kept"
+        );
+        // More than the whole budget: refused, with b's kept.
+        let err = kept
+            .keep("huge".into(), Arc::new(2), "a", u64::MAX / 4)
+            .expect_err("over the budget");
+        assert!(err.contains("max_host_memory"), "{err}");
+        assert_eq!(kept.get("small").as_deref(), Some(&1));
     }
 
     #[test]

@@ -21,6 +21,8 @@
 //! max_rows_per_request = 1024      # rows of /v1/episodes, samples of /get_reward
 //! episode_cpus = "1-3"             # its episodes run on these cores only, set apart from
 //!                                   # the server's other threads (default: any)
+//! operator = false                 # may set the policy version (POST /v1/version) and read
+//!                                   # every tenant's series in /metrics (default: false)
 //! ```
 //!
 //! The file holds hashes, never keys: whoever reads it cannot call the server. It must be a
@@ -43,7 +45,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
@@ -74,6 +76,8 @@ struct TenantEntry {
     max_body_bytes: Option<usize>,
     max_rows_per_request: Option<usize>,
     episode_cpus: Option<String>,
+    #[serde(default)]
+    operator: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -110,12 +114,11 @@ pub struct Usage {
     pub throttled: AtomicU64,
     /// Requests answered 429 for want of sandbox time.
     pub out_of_time: AtomicU64,
-    /// Microseconds the tenant's sandboxes have run (reward, tool and episode calls).
-    pub sandbox_us: Arc<AtomicU64>,
+    /// The time the tenant's sandboxes run (reward, tool and episode calls), counted as they
+    /// run, against its `sandbox_seconds_per_minute`.
+    pub meter: Arc<rollbox_rollout::SandboxMeter>,
     /// Microseconds its reward and tool calls waited for a place in the sandbox pool.
     pub queue_wait_us: AtomicU64,
-    /// Its sandbox time left (`None` until first asked).
-    bucket: Mutex<Option<Bucket>>,
     /// Its turn to read and compile files its requests name by path.
     pub load_turn: crate::request_components::OwnTurn,
     /// Its episodes' slots, with the quota they were made for.
@@ -124,15 +127,6 @@ pub struct Usage {
     /// not be started, and they run on the server's workers).
     threads: std::sync::OnceLock<Option<crate::threads::Threads>>,
     episode_threads: std::sync::OnceLock<Option<crate::threads::Threads>>,
-}
-
-/// Sandbox time left, as of `at`.
-#[derive(Debug)]
-struct Bucket {
-    left_us: f64,
-    at: Instant,
-    /// `Usage::sandbox_us` already taken off.
-    seen_us: u64,
 }
 
 /// A tenant: its name, keys (hashed), the components it may use and its quota.
@@ -157,6 +151,10 @@ pub struct Tenant {
     pub quota: Quota,
     /// The cores its episodes run on (`None`: any).
     pub episode_cpus: Option<crate::threads::CpuSet>,
+    /// Whether it runs the server for everyone: sets the policy version every tenant's tokens
+    /// are stamped with, and reads every tenant's metrics. Any other tenant gets 403 for the
+    /// first and only its own series from the second.
+    pub operator: bool,
     pub usage: Arc<Usage>,
 }
 
@@ -199,29 +197,12 @@ impl Tenant {
         self.usage.in_flight.load(Ordering::Acquire)
     }
 
-    /// `None` while the tenant has sandbox time left (or is not metered); else how long until
-    /// it has some again. Counts a refusal.
+    /// `None` while the tenant has sandbox time left (or is not metered), its work running
+    /// now counted as used; else how long until it has some again. Counts a refusal.
     pub fn out_of_time(&self) -> Option<Duration> {
-        let per_minute = self.quota.sandbox_seconds_per_minute?;
-        let full = per_minute as f64 * 1e6;
-        let per_second = full / 60.0;
-        let now = Instant::now();
-        let used = self.usage.sandbox_us.load(Ordering::Acquire);
-        let mut bucket = self.usage.bucket.lock().unwrap_or_else(|p| p.into_inner());
-        let b = bucket.get_or_insert(Bucket {
-            left_us: full,
-            at: now,
-            seen_us: used,
-        });
-        let refilled = b.left_us + per_second * now.duration_since(b.at).as_secs_f64();
-        b.left_us = refilled.min(full) - used.saturating_sub(b.seen_us) as f64;
-        b.at = now;
-        b.seen_us = used;
-        if b.left_us > 0.0 {
-            return None;
-        }
+        let wait = self.usage.meter.wait()?;
         self.usage.out_of_time.fetch_add(1, Ordering::Relaxed);
-        Some(Duration::from_secs_f64(-b.left_us / per_second).max(Duration::from_secs(1)))
+        Some(wait)
     }
 
     /// Whether the tenant may call the registered reward `name`.
@@ -265,7 +246,7 @@ impl Tenant {
         };
         rollbox_rollout::SharedEpisodes {
             in_flight,
-            sandbox_us: self.usage.sandbox_us.clone(),
+            meter: self.usage.meter.clone(),
             threads: self.episode_threads().map(|t| t.handle().clone()),
         }
     }
@@ -314,8 +295,7 @@ impl Tenant {
 
     /// Count `d` of sandbox time against the tenant.
     pub fn charge(&self, d: Duration) {
-        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        self.usage.sandbox_us.fetch_add(us, Ordering::AcqRel);
+        self.usage.meter.add(d);
     }
 }
 
@@ -626,6 +606,7 @@ fn read(
             .transpose()
             .map_err(|e| anyhow::anyhow!("{what}: tenant {name:?} episode_cpus {e}"))?;
         let usage = usage.get(&name).cloned().unwrap_or_default();
+        usage.meter.set_quota(quota.sandbox_seconds_per_minute);
         if let Some(Some(running)) = usage.episode_threads.get()
             && running.cpus() != episode_cpus.as_ref()
         {
@@ -650,6 +631,7 @@ fn read(
             max_memory_bytes,
             quota,
             episode_cpus,
+            operator: t.operator,
             usage,
         }));
     }
@@ -807,7 +789,7 @@ mod tests {
         let mut best = [Duration::MAX; 3];
         for _ in 0..15 {
             for (i, (header, tenant)) in cases.iter().enumerate() {
-                let start = Instant::now();
+                let start = std::time::Instant::now();
                 for _ in 0..50 {
                     let found = t.authenticate(Some(std::hint::black_box(header.as_bytes())));
                     assert_eq!(found.map(|t| t.name.clone()).as_deref(), *tenant);
@@ -836,11 +818,12 @@ mod tests {
         let t = Tenants::load(&path, SERVER, Registered::default()).expect("load");
         let a = t.authenticate(Some(b"Bearer k")).expect("a");
         assert_eq!(a.out_of_time(), None, "a full minute's worth to start");
-        // 90 s of sandbox time (one request's calls can overdraw): 30 s owed at 1 s a second.
+        // 90 s of sandbox time: 30 s owed at 1 s a second, and a tenth of the minute's worth
+        // (6 s) to refill before work starts again.
         a.charge(Duration::from_secs(90));
         let wait = a.out_of_time().expect("out of time");
         assert!(
-            wait > Duration::from_secs(29) && wait <= Duration::from_secs(30),
+            wait > Duration::from_secs(35) && wait <= Duration::from_secs(36),
             "{wait:?}"
         );
         assert_eq!(a.usage.out_of_time.load(Ordering::Relaxed), 1);
@@ -856,7 +839,7 @@ mod tests {
         let a = t.authenticate(Some(b"Bearer k")).expect("a");
         a.charge(Duration::from_secs(1000));
         assert_eq!(a.out_of_time(), None);
-        assert_eq!(a.usage.sandbox_us.load(Ordering::Relaxed), 1_090_000_000);
+        assert_eq!(a.usage.meter.used(), Duration::from_secs(1090));
         let _ = path;
     }
 

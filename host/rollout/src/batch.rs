@@ -43,8 +43,9 @@ struct BatchAccount {
 struct Writing {
     handle: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     account: BatchAccount,
-    /// Its episodes' shares of the host memory budget, given back once it is written.
-    _memory: Vec<Arc<Reservation>>,
+    /// Its episodes' shares of the host memory budget, given back once it is written (or
+    /// handed to a sink that keeps the batch, [`BatchSink::keep_memory`]).
+    memory: Vec<Arc<Reservation>>,
 }
 
 /// Writes batches in order, one in flight at a time.
@@ -85,7 +86,7 @@ impl Writer {
                         // The writes and fsyncs block: tokio's blocking pool runs them.
                         handle: job.map(tokio::task::spawn_blocking),
                         account,
-                        _memory: part
+                        memory: part
                             .iter()
                             .flat_map(|(_, k)| k.iter().map(|k| k.memory.clone()))
                             .collect(),
@@ -141,6 +142,7 @@ impl Writer {
                 .map_err(|e| anyhow::anyhow!("the batch writer thread failed: {e}"))??;
         }
         out.committed();
+        out.keep_memory(w.memory);
         tally.add_rewards(&w.account.rewards);
         tally.truncated += w.account.truncated;
         tally.stats.trajectories += w.account.trajectories;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rollbox_runtime::{
-    EpisodeOutcome, EpisodeReport, EpisodeRequest, JsonText, Limits, Runtime, Setting, Trajectory,
-    WorkflowComponent, escape_control,
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, GuestFault, JsonText, Limits, Runtime, Setting,
+    Trajectory, WorkflowComponent, escape_control,
 };
 use rollbox_tensor::{HostTensor, TensorData};
 use rollbox_tokenizer::HostTokenizer;
@@ -211,9 +211,14 @@ impl Rollout {
                 let Ok(permit) = episodes.clone().acquire_owned().await else {
                     return;
                 };
+                // A shared budget's slot, then its time (held while it is spent), counted from
+                // the episode's start.
                 let shared_permit = match &shared {
                     Some(s) => match s.in_flight.clone().acquire_owned().await {
-                        Ok(p) => Some((p, SandboxTime::from(s.sandbox_us.clone()))),
+                        Ok(p) => {
+                            s.meter.time_left().await;
+                            Some((p, s.meter.start(), s.meter.clone()))
+                        }
                         Err(_) => return,
                     },
                     None => None,
@@ -233,14 +238,26 @@ impl Rollout {
                     catalog.clone(),
                 );
                 let episode = async move {
-                    let report = runtime
-                        .run_episode_in(&workflow, request, limits, catalog)
-                        .await;
+                    let id = request.id.clone();
+                    let started = Instant::now();
+                    let run = runtime.run_episode_in(&workflow, request, limits, catalog);
+                    let report = match &shared_permit {
+                        // Stopped once the shared time is spent.
+                        Some((_, _, meter)) => tokio::select! {
+                            report = run => report,
+                            () = meter.spent() => EpisodeReport::stopped(
+                                id,
+                                GuestFault::LimitExceeded {
+                                    message: "its tenant's sandbox time is spent (sandbox_seconds_per_minute): the episode was stopped".into(),
+                                    setting: None,
+                                },
+                                started.elapsed(),
+                            ),
+                        },
+                        None => run.await,
+                    };
                     drop(permit);
-                    if let Some((p, time)) = shared_permit {
-                        drop(p);
-                        time.add(report.wall);
-                    }
+                    drop(shared_permit);
                     (report, admitted.elapsed())
                 };
                 let handle = match threads {
@@ -421,42 +438,6 @@ impl Drop for Aborting {
     fn drop(&mut self) {
         for t in &self.tasks {
             t.abort();
-        }
-    }
-}
-
-/// An episode's time added to a shared counter: its wall time when it reports one, else
-/// (aborted) the time since its slot was taken, so stopping a run early does not hide the
-/// time its episodes used.
-struct SandboxTime {
-    to: Arc<std::sync::atomic::AtomicU64>,
-    since: Instant,
-    added: bool,
-}
-
-impl From<Arc<std::sync::atomic::AtomicU64>> for SandboxTime {
-    fn from(to: Arc<std::sync::atomic::AtomicU64>) -> Self {
-        SandboxTime {
-            to,
-            since: Instant::now(),
-            added: false,
-        }
-    }
-}
-
-impl SandboxTime {
-    fn add(mut self, wall: Duration) {
-        self.added = true;
-        let us = u64::try_from(wall.as_micros()).unwrap_or(u64::MAX);
-        self.to.fetch_add(us, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-impl Drop for SandboxTime {
-    fn drop(&mut self) {
-        if !self.added {
-            let us = u64::try_from(self.since.elapsed().as_micros()).unwrap_or(u64::MAX);
-            self.to.fetch_add(us, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }

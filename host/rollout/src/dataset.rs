@@ -25,7 +25,7 @@ pub use self::parquet::{MAX_PARQUET_FOOTER_BYTES, MAX_PARQUET_PAGES_PER_ROW_BYTE
 pub use self::parquet_meta::{
     MAX_PARQUET_COLUMNS, MAX_PARQUET_DEPTH, MAX_PARQUET_PAGE_BYTES, MAX_PARQUET_ROW_GROUPS,
 };
-pub use json::{MAX_ROW_PARSED_BYTES, parse_row};
+pub use json::{MAX_ROW_PARSED_BYTES, parse_row, parse_value};
 
 /// One dataset row.
 #[derive(Debug, Clone, PartialEq)]

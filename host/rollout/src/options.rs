@@ -1,12 +1,12 @@
 //! The settings of a run (the episodes' config and limits are the [`Rollout`](crate::Rollout)'s).
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use rollbox_runtime::{Catalog, Setting};
 use tokio::sync::Semaphore;
 
 use crate::group::{Filter, GroupPolicy, Normalization};
+use crate::meter::SandboxMeter;
 
 /// Settings of a run.
 #[derive(Debug, Clone)]
@@ -41,13 +41,14 @@ pub struct RolloutOptions {
 }
 
 /// A budget several runs draw on together: every episode of each also takes one of
-/// `in_flight`'s permits while it runs, and adds its wall time to `sandbox_us` when it ends.
+/// `in_flight`'s permits while it runs, and is counted by `meter` from its start (it waits
+/// while the meter's time is spent, and is stopped, `limit_exceeded`, once it is).
 #[derive(Debug, Clone)]
 pub struct SharedEpisodes {
     /// Episodes of all the runs in flight at once, at most this semaphore's permits.
     pub in_flight: Arc<Semaphore>,
-    /// Microseconds the runs' episodes have held a sandbox, summed.
-    pub sandbox_us: Arc<AtomicU64>,
+    /// The runs' sandbox time ([`SandboxMeter`]).
+    pub meter: Arc<SandboxMeter>,
     /// Where the episodes run (a tenant's own threads); `None`: on the caller's runtime.
     pub threads: Option<tokio::runtime::Handle>,
 }

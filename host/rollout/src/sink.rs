@@ -3,7 +3,9 @@
 //! with no file written).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use rollbox_runtime::Reservation;
 use rollbox_tensor::HostTensor;
 
 use crate::group::DropReason;
@@ -122,6 +124,13 @@ pub trait BatchSink: Send {
     /// The oldest prepared batch's write finished.
     fn committed(&mut self);
 
+    /// The host memory its episodes reserved, once the batch is committed: a sink that keeps
+    /// batches in memory ([`MemorySink`]) holds it for as long as it keeps the batch (the
+    /// batch is a padded copy of their tensors, about as large); others give it back.
+    fn keep_memory(&mut self, memory: Vec<Arc<Reservation>>) {
+        drop(memory);
+    }
+
     /// A row whose group was dropped, and the first error behind it when there was one (an
     /// episode's failure, such as a row without a prompt; why its batch could not be written).
     fn record_dropped(
@@ -209,6 +218,8 @@ pub struct MemorySink {
     done: RowSet,
     /// The batches, in order.
     pub batches: Vec<Batch>,
+    /// The host memory the batches' episodes reserved, held while the batches are.
+    pub memory: Vec<Arc<Reservation>>,
     /// Dropped rows and why.
     pub dropped: Vec<(usize, DropReason)>,
     /// The last stats checkpointed.
@@ -229,6 +240,34 @@ impl MemorySink {
     ) -> anyhow::Result<Batch> {
         Batch::join(self.batches, provenance, max_tensor_bytes)
     }
+
+    /// The batches joined into one ([`Batch::join`]) with the host memory they hold: a join of
+    /// several makes a copy, reserved from the host budget before it is made (while the parts
+    /// are still held), and refused with the budget's message when it does not fit.
+    pub fn into_batch(
+        self,
+        provenance: BTreeMap<String, String>,
+        max_tensor_bytes: usize,
+    ) -> anyhow::Result<(Batch, Vec<Arc<Reservation>>)> {
+        let copy = if self.batches.len() > 1 {
+            let bytes: usize = self
+                .batches
+                .iter()
+                .flat_map(|b| b.tensors.iter().map(|(_, t)| t.size_in_bytes()))
+                .sum();
+            let host = rollbox_runtime::host_memory();
+            Some(
+                host.try_reserve_bulk(bytes)
+                    .ok_or_else(|| anyhow::anyhow!(host.exhausted("joining the batches", bytes)))?,
+            )
+        } else {
+            None
+        };
+        let batch = Batch::join(self.batches, provenance, max_tensor_bytes)?;
+        // The parts are gone: their episodes' reservations now stand for the joined copy.
+        drop(copy);
+        Ok((batch, self.memory))
+    }
 }
 
 impl BatchSink for MemorySink {
@@ -247,6 +286,10 @@ impl BatchSink for MemorySink {
     }
 
     fn committed(&mut self) {}
+
+    fn keep_memory(&mut self, memory: Vec<Arc<Reservation>>) {
+        self.memory.extend(memory);
+    }
 
     fn record_dropped(
         &mut self,

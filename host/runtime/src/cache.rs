@@ -13,6 +13,11 @@
 //!   directory (`key`), over the engine tag, the component's sha256 and the compiled bytes. An
 //!   entry planted by anyone without the key, or copied from another component's entry, fails
 //!   the check: it can neither run native code nor pass itself off under another sha256.
+//!
+//! The directory is bounded: after each new entry, the least recently used entries (an entry's
+//! modification time is set when it is used) are removed until at most [`MAX_CACHE_BYTES`] and
+//! [`MAX_CACHE_ENTRIES`] are left (a shared server compiling what tenants bring grew it by 75
+//! MiB in one run, without end, issue 52).
 
 use std::hash::{Hash, Hasher};
 use std::io::{Read as _, Write as _};
@@ -34,6 +39,12 @@ const KEY_BYTES: usize = 32;
 /// Largest cache entry read back. Compiled components are a few times their wasm size, and a
 /// component file is at most [`crate::MAX_COMPONENT_FILE_BYTES`].
 const MAX_ENTRY_BYTES: u64 = 4 << 30;
+
+/// Bytes of entries the cache directory keeps at most.
+pub const MAX_CACHE_BYTES: u64 = 2 << 30;
+
+/// Entries the cache directory keeps at most.
+pub const MAX_CACHE_ENTRIES: usize = 1024;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -73,6 +84,10 @@ impl ComponentCache {
         let path = dir.join(format!("{sha256}-{}.cwasm", self.engine_tag));
         match read_entry(&path, &key, &self.engine_tag, sha256) {
             Ok(Some(compiled)) => {
+                // Used now: the last to be removed when the cache is over its bounds.
+                if let Ok(f) = open_nofollow(&path) {
+                    let _ = f.set_modified(std::time::SystemTime::now());
+                }
                 // SAFETY: the bytes are authenticated with this user's secret key as the output
                 // of `Engine::precompile_component` stored by `store_entry` below for this
                 // engine tag and sha256; nobody else can produce a valid MAC. wasmtime also
@@ -96,6 +111,8 @@ impl ComponentCache {
             .map_err(anyhow::Error::from)?;
         if let Err(e) = store_entry(dir, &path, &key, &self.engine_tag, sha256, &compiled) {
             tracing::warn!("could not write the component cache ({e:#}); continuing without it");
+        } else if let Err(e) = evict(dir, &path, MAX_CACHE_BYTES, MAX_CACHE_ENTRIES) {
+            tracing::warn!("could not trim the component cache: {e:#}");
         }
         // SAFETY: `compiled` was produced just above by this engine.
         Ok(unsafe { Component::deserialize(engine, &compiled) }?)
@@ -176,6 +193,41 @@ fn store_entry(
         .with_context(|| format!("writing {}", tmp.display()))?;
     drop(f);
     std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
+    Ok(())
+}
+
+/// Remove the least recently used entries (`*.cwasm`, oldest modification time first) of
+/// `dir` but `keep` until at most `max_bytes` and `max_entries` are left. Only regular files
+/// are counted and removed (removing a name never follows a link).
+fn evict(dir: &Path, keep: &Path, max_bytes: u64, max_entries: usize) -> anyhow::Result<()> {
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let e = e?;
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "cwasm") {
+            continue;
+        }
+        let meta = e.metadata()?;
+        if !meta.is_file() {
+            continue;
+        }
+        let used = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+        entries.push((used, meta.len(), path));
+    }
+    entries.sort();
+    let mut bytes: u64 = entries.iter().map(|(_, n, _)| n).sum();
+    let mut count = entries.len();
+    for (_, n, path) in entries {
+        if bytes <= max_bytes && count <= max_entries {
+            break;
+        }
+        if path == keep {
+            continue;
+        }
+        std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        bytes -= n;
+        count -= 1;
+    }
     Ok(())
 }
 
@@ -365,6 +417,38 @@ mod tests {
                 .expect("absent")
                 .is_none()
         );
+    }
+
+    /// Past its bounds the cache removes the least recently used entries, never the one just
+    /// written; other files are left.
+    #[test]
+    fn the_cache_keeps_within_its_bounds_least_recently_used_first() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cache = dir.path().join("c");
+        let key = open_cache_dir(&cache).expect("new cache dir");
+        let t0 = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
+        for i in 0..6u64 {
+            let path = cache.join(format!("{i}-t.cwasm"));
+            store_entry(&cache, &path, &key, "t", &i.to_string(), &[0; 100]).expect("stored");
+            let f = open_nofollow(&path).expect("open");
+            f.set_modified(t0 + std::time::Duration::from_secs(i * 10))
+                .expect("mtime");
+        }
+        // Entry 1 used last: kept; entry 5 just written: kept.
+        open_nofollow(&cache.join("1-t.cwasm"))
+            .expect("open")
+            .set_modified(std::time::SystemTime::now())
+            .expect("mtime");
+        let entry = (100 + ENTRY_MAGIC.len() + MAC_BYTES) as u64;
+        evict(&cache, &cache.join("5-t.cwasm"), 3 * entry, 10).expect("evicted");
+        let mut left: Vec<String> = std::fs::read_dir(&cache)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["1-t.cwasm", "4-t.cwasm", "5-t.cwasm", KEY_FILE]);
+        evict(&cache, &cache.join("5-t.cwasm"), u64::MAX, 1).expect("evicted");
+        assert!(cache.join("5-t.cwasm").exists() && !cache.join("1-t.cwasm").exists());
     }
 
     #[cfg(unix)]

@@ -355,6 +355,15 @@ impl EpisodeReport {
         }
     }
 
+    /// The report of an episode stopped from outside after `wall` (its future dropped, as a
+    /// tenant's spent sandbox time stops it): nothing of what it captured is kept.
+    pub fn stopped(id: String, fault: GuestFault, wall: Duration) -> EpisodeReport {
+        EpisodeReport {
+            wall,
+            ..EpisodeReport::refused(id, fault)
+        }
+    }
+
     /// A serialisable summary.
     pub fn summary(&self) -> EpisodeSummary<'_> {
         EpisodeSummary {

@@ -21,6 +21,7 @@ mod concat;
 mod data;
 mod device;
 mod io;
+mod stream;
 mod validate;
 
 pub use candle_core::Device;
@@ -32,6 +33,7 @@ pub use io::{
     read_safetensors, read_safetensors_metadata, to_safetensors_bytes, write_atomic,
     write_atomic_with, write_safetensors,
 };
+pub use stream::SafetensorsParts;
 pub use validate::{
     MAX_KEY_BYTES, MAX_KEYS, PER_ROW_KEYS, PER_TOKEN_KEYS, check_key_name, is_multi_modal_key,
     validate_trajectory,

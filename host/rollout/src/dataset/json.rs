@@ -27,7 +27,20 @@ const ENTRY_BYTES: usize = std::mem::size_of::<String>() + 16;
 /// One row's text as a JSON object, parsed within [`MAX_ROW_PARSED_BYTES`] (and serde_json's
 /// nesting limit of 128); the error says what is wrong, for a [`super::BadRow`].
 pub fn parse_row(text: &str) -> Result<JsonText, String> {
-    let left = Cell::new(MAX_ROW_PARSED_BYTES);
+    let (value, _) = parse_value(text, MAX_ROW_PARSED_BYTES)?;
+    if !value.is_object() {
+        return Err("not a JSON object".to_string());
+    }
+    Ok(JsonText::from(&value))
+}
+
+/// Any JSON value's text parsed within `budget` bytes of parsed memory (as [`parse_row`]
+/// counts it) and serde_json's nesting limit of 128: the value and the bytes it was charged.
+/// Every JSON value a server request carries into a call (a `/v1/rewards` row, an answer, a
+/// `/get_reward` label) is parsed this way, never straight into a `Value`: 60 MB of `{},`
+/// is gigabytes as `Value`s (issue 52).
+pub fn parse_value(text: &str, budget: usize) -> Result<(Value, usize), String> {
+    let left = Cell::new(budget);
     let mut de = serde_json::Deserializer::from_str(text);
     let value = Budgeted(&left)
         .deserialize(&mut de)
@@ -35,17 +48,14 @@ pub fn parse_row(text: &str) -> Result<JsonText, String> {
         .map_err(|e| {
             if left.get() == 0 {
                 format!(
-                    "the row takes over {} MiB once parsed (too many values for its size); split it or store the bulk as a string",
-                    MAX_ROW_PARSED_BYTES >> 20
+                    "the value takes over {} MiB once parsed (too many values for its size); split it or store the bulk as a string",
+                    budget >> 20
                 )
             } else {
                 format!("invalid JSON: {e}")
             }
         })?;
-    if !value.is_object() {
-        return Err("not a JSON object".to_string());
-    }
-    Ok(JsonText::from(&value))
+    Ok((value, budget - left.get()))
 }
 
 /// A `serde_json::Value` deserialized while charging what it takes to a budget; past the

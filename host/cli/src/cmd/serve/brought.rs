@@ -105,6 +105,7 @@ pub(super) async fn brought<C: Brought>(
         ));
     };
     let (runtime, kept) = (app.rollout.runtime.clone(), app.request_components.clone());
+    let bringer = t.name.clone();
     let dir = dir.to_path_buf();
     let Some(permit) = app.request_components.load_turn(&t.usage.load_turn).await else {
         return Err(error(
@@ -116,7 +117,7 @@ pub(super) async fn brought<C: Brought>(
     // request is gone by then.
     let load = move || {
         let start = Instant::now();
-        let loaded = kept.load::<C>(&runtime, &dir, &relative, &path);
+        let loaded = kept.load::<C>(&runtime, (&dir, &relative, &path), &bringer);
         drop(permit);
         (loaded, start.elapsed())
     };

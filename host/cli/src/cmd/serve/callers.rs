@@ -78,10 +78,39 @@ pub(super) fn tighter<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
     }
 }
 
-/// Count a call's sandbox time against the caller's tenant.
-pub(super) fn charge(caller: &Caller, wall: Duration) {
+/// Wait, with a tenant whose sandbox time is spent, until it is refilled enough to start a
+/// call ([`rollbox_rollout::SandboxMeter::time_left`]).
+pub(super) async fn time_left(caller: &Caller) {
     if let Some(Extension(t)) = caller {
-        t.charge(wall);
+        t.usage.meter.time_left().await;
+    }
+}
+
+/// Run a sandbox call for the caller: with a tenant, counted against its sandbox time as it
+/// runs, and stopped with `stopped`'s answer once the time is spent
+/// ([`rollbox_rollout::SandboxMeter`]).
+pub(super) async fn metered<T>(
+    caller: &Caller,
+    call: impl std::future::Future<Output = T>,
+    stopped: impl FnOnce(Duration) -> T,
+) -> T {
+    let Some(Extension(t)) = caller else {
+        return call.await;
+    };
+    let meter = &t.usage.meter;
+    let _running = meter.start();
+    let start = Instant::now();
+    tokio::select! {
+        done = call => done,
+        () = meter.spent() => stopped(start.elapsed()),
+    }
+}
+
+/// The fault of a call stopped because its tenant's sandbox time is spent.
+pub(super) fn time_spent() -> rollbox_runtime::GuestFault {
+    rollbox_runtime::GuestFault::LimitExceeded {
+        message: "the tenant's sandbox time is spent (sandbox_seconds_per_minute): the call was stopped; it is refilled at a sixtieth a second".into(),
+        setting: None,
     }
 }
 

@@ -9,13 +9,12 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use super::held::{BodyHold, HeldBody};
 use super::{BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, error};
 
-/// The request body, read within [`BODY_READ_TIMEOUT`] and `cap` bytes.
-pub(super) async fn read_body(
-    body: axum::body::Body,
-    cap: usize,
-) -> Result<axum::body::Bytes, Response> {
+/// The request body, read within [`BODY_READ_TIMEOUT`] and `cap` bytes, each byte held against
+/// the server's body total and the host budget before it is ([`super::held`]).
+pub(super) async fn read_body(body: axum::body::Body, cap: usize) -> Result<HeldBody, Response> {
     use axum::body::HttpBody as _;
     // A declared Content-Length over the cap is refused before anything is read.
     let declared = body.size_hint().lower();
@@ -38,14 +37,20 @@ pub(super) async fn read_body(
 }
 
 /// The body's bytes, appended frame by frame into one buffer (no collect-then-concatenate:
-/// a 64 MiB body is never copied whole in one go on an async worker, nor held twice).
+/// a 64 MiB body is never copied whole in one go on an async worker, nor held twice). The
+/// buffer's capacity is held before it is allocated: all of a declared length at once, else
+/// each doubling as it comes.
 async fn collect_capped(
     mut body: axum::body::Body,
     cap: usize,
     declared: u64,
-) -> Result<axum::body::Bytes, Response> {
+) -> Result<HeldBody, Response> {
     use http_body_util::BodyExt as _;
-    let mut buf = Vec::with_capacity(declared.min(1 << 20) as usize);
+    let mut hold = BodyHold::default();
+    // `declared` is at most `cap` (checked by the caller).
+    let declared = usize::try_from(declared).unwrap_or(cap).min(cap);
+    hold.grow(declared)?;
+    let mut buf = Vec::with_capacity(declared);
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| {
             let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
@@ -66,15 +71,24 @@ async fn collect_capped(
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        if buf.len() + data.len() > cap {
+        let len = buf.len() + data.len();
+        if len > cap {
             return Err(error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("the body is over {cap} bytes: send fewer rows per request"),
             ));
         }
+        if len > buf.capacity() {
+            let grown = len.max(buf.capacity().saturating_mul(2)).min(cap);
+            hold.grow(grown.saturating_sub(hold.bytes()))?;
+            buf.reserve_exact(grown - buf.len());
+        }
         buf.extend_from_slice(&data);
     }
-    Ok(buf.into())
+    Ok(HeldBody {
+        bytes: buf.into(),
+        hold,
+    })
 }
 
 /// Largest `--tls-cert` or `--tls-key` file, bytes.
@@ -145,15 +159,17 @@ pub(super) async fn shutdown_signal() {
 }
 
 /// Serve one connection's requests until it closes; when `stop` changes (drain), finish the
-/// request in flight and close.
+/// request in flight and close; when the server closes it to make room
+/// ([`Waiting::make_room`]), close at once (it was waiting for a request's head).
 async fn serve_io<I>(
     io: I,
-    service: hyper_util::service::TowerToHyperService<Router>,
+    service: Tracked,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), String>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
+    let entry = service.entry.clone();
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
@@ -165,8 +181,178 @@ where
             conn.as_mut().graceful_shutdown();
             conn.await
         }
+        () = entry.closed.notified() => return Err("closed to make room for a newer connection".into()),
     };
     result.map_err(|e| e.to_string())
+}
+
+/// Connections open at once that are waiting for a request's head (just accepted, or idle
+/// between keep-alive requests), at most; past it, the one that has waited longest is closed
+/// for the new one. Guards the slots of [`MAX_CONNECTIONS`] against half-open connections
+/// from many addresses (9 addresses x 120 took all 1,024, and 20 of 25 health probes failed,
+/// issue 52): a probe, which sends its head at once, always finds room.
+pub const MAX_WAITING_CONNECTIONS: usize = 256;
+
+/// One open connection: since when it has waited for a request's head (`None` while a
+/// request of it is handled or its answer written), and how to close it.
+struct Entry {
+    id: u64,
+    waiting_since: std::sync::Mutex<Option<std::time::Instant>>,
+    closed: tokio::sync::Notify,
+}
+
+impl Entry {
+    fn set_waiting(&self, waiting: bool) {
+        *self.waiting_since.lock().unwrap_or_else(|p| p.into_inner()) =
+            waiting.then(std::time::Instant::now);
+    }
+}
+
+/// The open connections, to find the one that has waited longest for a request's head.
+#[derive(Default)]
+struct Waiting {
+    next: std::sync::atomic::AtomicU64,
+    open: std::sync::Mutex<std::collections::HashMap<u64, Arc<Entry>>>,
+}
+
+impl Waiting {
+    /// A new connection, waiting for its first head; forgotten when its [`Forget`] drops.
+    fn add(self: &Arc<Self>) -> (Arc<Entry>, Forget) {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let entry = Arc::new(Entry {
+            id,
+            waiting_since: std::sync::Mutex::new(Some(std::time::Instant::now())),
+            closed: tokio::sync::Notify::new(),
+        });
+        self.open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, entry.clone());
+        (
+            entry,
+            Forget {
+                waiting: self.clone(),
+                id,
+            },
+        )
+    }
+
+    /// Close the connection that has waited longest for a head if `full` (every slot taken)
+    /// or [`MAX_WAITING_CONNECTIONS`] are waiting; whether one was closed.
+    fn make_room(&self, full: bool) -> bool {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut waiting = 0;
+        let mut oldest: Option<(std::time::Instant, u64)> = None;
+        for e in open.values() {
+            if let Some(since) = *e.waiting_since.lock().unwrap_or_else(|p| p.into_inner()) {
+                waiting += 1;
+                if oldest.is_none_or(|(t, _)| since < t) {
+                    oldest = Some((since, e.id));
+                }
+            }
+        }
+        if !(full || waiting >= MAX_WAITING_CONNECTIONS) {
+            return false;
+        }
+        match oldest.and_then(|(_, id)| open.remove(&id)) {
+            Some(e) => {
+                e.closed.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Removes a connection from [`Waiting`] when dropped.
+struct Forget {
+    waiting: Arc<Waiting>,
+    id: u64,
+}
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        self.waiting
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
+}
+
+/// The router as hyper calls it, marking the connection busy from a request's head until its
+/// answer's body has been written (or dropped), and waiting otherwise.
+#[derive(Clone)]
+struct Tracked {
+    inner: hyper_util::service::TowerToHyperService<Router>,
+    entry: Arc<Entry>,
+}
+
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Tracked {
+    type Response = hyper::Response<axum::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> Self::Future {
+        self.entry.set_waiting(false);
+        let answer = self.inner.call(req);
+        let entry = self.entry.clone();
+        Box::pin(async move {
+            let response = answer.await?;
+            Ok(response.map(|body| {
+                axum::body::Body::new(WaitingWhenDone {
+                    body,
+                    entry: Some(entry),
+                })
+            }))
+        })
+    }
+}
+
+/// An answer's body that marks its connection waiting again once written or dropped.
+struct WaitingWhenDone {
+    body: axum::body::Body,
+    entry: Option<Arc<Entry>>,
+}
+
+impl WaitingWhenDone {
+    fn done(&mut self) {
+        if let Some(e) = self.entry.take() {
+            e.set_waiting(true);
+        }
+    }
+}
+
+impl Drop for WaitingWhenDone {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
+
+impl hyper::body::Body for WaitingWhenDone {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
+        if let std::task::Poll::Ready(None) = polled {
+            self.done();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Connections open per client address.
@@ -219,6 +405,7 @@ pub(super) async fn serve_connections(
 ) -> anyhow::Result<()> {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let per_ip = Arc::new(PerIp::default());
+    let waiting = Arc::new(Waiting::default());
     let (draining, _) = tokio::sync::watch::channel(false);
     let mut refused_logged = std::time::Instant::now() - Duration::from_secs(60);
     tokio::pin!(drain);
@@ -247,14 +434,33 @@ pub(super) async fn serve_connections(
             }
             continue;
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        // Room for it: the connection that has waited longest for a head is closed when every
+        // slot is taken or too many wait; its slot comes back as its task ends.
+        let made_room = waiting.make_room(slots.available_permits() == 0);
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => Some(slot),
+            Err(_) if made_room => {
+                tokio::time::timeout(Duration::from_secs(1), slots.clone().acquire_owned())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            }
+            Err(_) => None,
+        };
+        let Some(slot) = slot else {
             if refused_logged.elapsed() >= Duration::from_secs(1) {
                 refused_logged = std::time::Instant::now();
-                tracing::warn!("{MAX_CONNECTIONS} connections open; closing new ones");
+                tracing::warn!(
+                    "{MAX_CONNECTIONS} connections open, none waiting for a request; closing new ones"
+                );
             }
             continue;
         };
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let (entry, forget) = waiting.add();
+        let service = Tracked {
+            inner: hyper_util::service::TowerToHyperService::new(router.clone()),
+            entry,
+        };
         let stop = draining.subscribe();
         let tls = tls.clone();
         tokio::spawn(async move {
@@ -275,7 +481,7 @@ pub(super) async fn serve_connections(
             if let Err(e) = result {
                 tracing::debug!("connection from {peer}: {e}");
             }
-            drop((slot, ip_slot));
+            drop((forget, slot, ip_slot));
         });
     }
     // Draining: no new connections; open ones finish their request and close.

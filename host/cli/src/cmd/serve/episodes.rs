@@ -6,21 +6,23 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::extract::{Extension, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use rollbox_rollout::dataset::{Dataset, Row};
-use rollbox_rollout::{MAX_BATCH_TENSOR_BYTES, MemorySink, Rollout};
+use rollbox_rollout::{MemorySink, Rollout};
 use rollbox_runtime::Catalog;
 
+use super::answer::batch_answer;
 use super::brought::{
     MAX_BROUGHT, brought, not_brought, registered_reward, registered_tool, tenant_catalog,
     valid_component_hash, valid_component_name, valid_component_path,
 };
 use super::callers::{Caller, allowed_list, rows_cap, tenant_limits};
 use super::connections::read_body;
+use super::held::reserve_parsed;
 use super::{
     AppState, DEFAULT_WORKFLOW, MAX_BODY_BYTES, MAX_EPISODES_PER_REQUEST, MAX_PARSED_BYTES,
-    MAX_REQUEST_CONFIG_BYTES, MAX_REQUEST_N_SAMPLES, MAX_ROWS_PER_REQUEST, error,
+    MAX_REQUEST_CONFIG_BYTES, MAX_REQUEST_N_SAMPLES, MAX_ROWS_PER_REQUEST, error, parse_on_pool,
 };
 
 /// Bookkeeping counted per parsed row beyond its text.
@@ -36,23 +38,15 @@ pub(super) async fn episodes(
         Ok(b) => b,
         Err(r) => return r,
     };
-    // Parsing megabytes is CPU work: on the blocking pool, so the async workers stay free to
-    // answer health probes and other clients.
-    let Ok(slot) = app.parse_slots.acquire().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into());
+    // The body's bytes are given back once parsed; the rows are held while they run.
+    let parsed = match parse_on_pool(&app, move || parse_rows(&body.bytes)).await {
+        Ok(parsed) => parsed,
+        Err(r) => return r,
     };
-    let parsed = match tokio::task::spawn_blocking(move || parse_rows(&body)).await {
-        Ok(Ok(parsed)) => parsed,
-        Ok(Err((status, message))) => return error(status, message),
-        Err(e) => {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("parsing the body failed: {e}"),
-            );
-        }
+    let _rows = match reserve_parsed(parsed.parsed_bytes, "the request's parsed rows") {
+        Ok(r) => r,
+        Err(busy) => return busy.into(),
     };
-    // Held for the parse only: the episodes run without it.
-    drop(slot);
     let cap = rows_cap(&caller, MAX_ROWS_PER_REQUEST);
     if parsed.rows.len() > cap {
         return error(
@@ -116,10 +110,10 @@ pub(super) async fn episodes(
         }
     }
     match run_rows(&app, &rollout, parsed.rows).await {
-        Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
-        Err(e) => {
+        Ok(answer) => answer,
+        Err(refused) => {
             app.metrics.errors.fetch_add(1, Ordering::Relaxed);
-            error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}"))
+            refused
         }
     }
 }
@@ -279,6 +273,8 @@ fn counted_rows<'de, D: serde::Deserializer<'de>>(
 /// A `POST /v1/episodes` request, parsed.
 struct ParsedEpisodes {
     rows: Vec<Row>,
+    /// What the rows take parsed, bytes (their text and bookkeeping, [`ROW_OVERHEAD_BYTES`]).
+    parsed_bytes: usize,
     /// Keys of the workflow config that replace the server's (`--config`) for this request.
     config: Option<serde_json::Map<String, serde_json::Value>>,
     /// Episodes per row for this request (the server's `--n-samples` otherwise).
@@ -390,6 +386,7 @@ fn parse_rows(body: &[u8]) -> Result<ParsedEpisodes, (StatusCode, String)> {
     }
     Ok(ParsedEpisodes {
         rows,
+        parsed_bytes: parsed,
         config,
         n_samples: request.n_samples,
         workflow: request.workflow,
@@ -398,14 +395,16 @@ fn parse_rows(body: &[u8]) -> Result<ParsedEpisodes, (StatusCode, String)> {
     })
 }
 
-/// Run the rows as one batch in memory and return it as safetensors bytes: the batches the
-/// controller had to split are joined again, and the stats added to the header.
-async fn run_rows(app: &AppState, r: &Rollout, rows: Vec<Row>) -> anyhow::Result<Vec<u8>> {
+/// Run the rows as one batch in memory and answer with it as safetensors
+/// ([`batch_answer`]): the batches the controller had to split are joined again, and the stats
+/// added to the header. Else the answer saying what failed.
+async fn run_rows(app: &AppState, r: &Rollout, rows: Vec<Row>) -> Result<Response, Response> {
     let n = rows.len();
     let mut sink = MemorySink::new();
     let stats = r
         .run(Dataset::from_rows(rows), &mut sink, &mut |_| {})
-        .await?;
+        .await
+        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")))?;
     let m = &app.metrics;
     m.rows.fetch_add(n as u64, Ordering::Relaxed);
     m.episodes.fetch_add(
@@ -418,11 +417,6 @@ async fn run_rows(app: &AppState, r: &Rollout, rows: Vec<Row>) -> anyhow::Result
     );
     m.trajectories
         .fetch_add(stats.trajectories as u64, Ordering::Relaxed);
-    let batch = sink.join(r.provenance.clone(), MAX_BATCH_TENSOR_BYTES)?;
-    let mut header = batch.header()?;
-    header.insert("stats".into(), serde_json::to_string(&stats)?);
-    Ok(rollbox_tensor::to_safetensors_bytes(
-        &batch.tensors,
-        &header,
-    )?)
+    batch_answer(sink, r.provenance.clone(), &stats)
+        .map_err(|(status, message)| error(status, message))
 }

@@ -6,7 +6,9 @@
 //!   runs each row's group and answers with one safetensors batch (`application/octet-stream`, loadable with
 //!   `safetensors.torch.load`); its metadata holds `trajectories`, `rows`, `stats` and the
 //!   provenance.
-//! * `POST /v1/version` with `{"version": N}`: sets the policy version stamped on new tokens.
+//! * `POST /v1/version` with `{"version": N}`: sets the policy version stamped on new tokens
+//!   (with tenants, only an `operator` tenant may: the version is the server's, stamped on every
+//!   tenant's tokens; 403 for others).
 //! * `POST /get_reward[?reward=NAME]`: OpenRLHF's remote reward protocol (`--reward.remote_url`):
 //!   `{"query": [...], "prompts": [...], "labels": [...]}` in, `{"rewards": [...], "scores":
 //!   [...], "extra_logs": {...}}` out, each sample scored by a registered reward component in
@@ -23,7 +25,8 @@
 //! * `GET /healthz`: `ok`.
 //! * `GET /readyz`: `ready`, or 503 once the server drains (SIGTERM): a load balancer stops
 //!   sending it requests.
-//! * `GET /metrics`: Prometheus text.
+//! * `GET /metrics`: Prometheus text (with tenants: an `operator` tenant reads everything, any
+//!   other tenant only its own `rollbox_tenant_*` series and the policy version).
 //!
 //! HTTPS with `--tls-cert` and `--tls-key` (rustls; the handshake must finish within
 //! [`HEADER_READ_TIMEOUT`]).
@@ -48,10 +51,12 @@
 //! [`MAX_PARSED_BYTES`]; nothing is built from the body beyond the rows themselves.
 //! Malformed requests get a 4xx naming the problem.
 
+mod answer;
 mod brought;
 mod callers;
 mod connections;
 mod episodes;
+mod held;
 mod rewards;
 mod run_code;
 
@@ -229,25 +234,22 @@ fn error(status: StatusCode, message: String) -> Response {
     (status, axum::Json(serde_json::json!({"error": message}))).into_response()
 }
 
-/// `body` parsed as `T` on the blocking pool (one of the parse slots); a parse error is a 400
-/// after `expected`.
-async fn parse_json<T: serde::de::DeserializeOwned + Send + 'static>(
+/// `parse` run on the blocking pool (one of the parse slots): parsing megabytes is CPU work,
+/// kept off the async workers that answer health probes and other clients. Its error is the
+/// status and message to answer with.
+async fn parse_on_pool<U: Send + 'static>(
     app: &AppState,
-    body: axum::body::Bytes,
-    expected: &'static str,
-) -> Result<T, Response> {
+    parse: impl FnOnce() -> Result<U, (StatusCode, String)> + Send + 'static,
+) -> Result<U, Response> {
     let Ok(_slot) = app.parse_slots.acquire().await else {
         return Err(error(
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting down".into(),
         ));
     };
-    match tokio::task::spawn_blocking(move || serde_json::from_slice::<T>(&body)).await {
+    match tokio::task::spawn_blocking(parse).await {
         Ok(Ok(r)) => Ok(r),
-        Ok(Err(e)) => Err(error(
-            StatusCode::BAD_REQUEST,
-            format!("expected {expected}: {e}"),
-        )),
+        Ok(Err((status, message))) => Err(error(status, message)),
         Err(e) => Err(error(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("parsing the body failed: {e}"),
@@ -255,9 +257,77 @@ async fn parse_json<T: serde::de::DeserializeOwned + Send + 'static>(
     }
 }
 
-async fn version(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Response {
+/// `body` parsed as `T` on the blocking pool ([`parse_on_pool`]), then `then` (there too);
+/// a parse error is a 400 after `expected`. The body's bytes are given back once parsed.
+async fn parse_json<T: serde::de::DeserializeOwned, U: Send + 'static>(
+    app: &AppState,
+    body: held::HeldBody,
+    expected: &'static str,
+    then: impl FnOnce(T) -> Result<U, (StatusCode, String)> + Send + 'static,
+) -> Result<U, Response> {
+    parse_on_pool(app, move || {
+        let parsed = serde_json::from_slice::<T>(&body.bytes)
+            .map_err(|e| (StatusCode::BAD_REQUEST, format!("expected {expected}: {e}")));
+        drop(body);
+        then(parsed?)
+    })
+    .await
+}
+
+/// A JSON value of a request (a row, an answer, a label) parsed within what is `left` of the
+/// request's [`MAX_PARSED_BYTES`] (and a row's text and parsed caps), never straight into a
+/// `Value` ([`rollbox_rollout::dataset::parse_value`]); `what` names it in the error.
+fn budgeted_value(
+    raw: &serde_json::value::RawValue,
+    left: &mut usize,
+    what: &str,
+) -> Result<serde_json::Value, (StatusCode, String)> {
+    use rollbox_rollout::dataset::{MAX_ROW_BYTES, MAX_ROW_PARSED_BYTES, parse_value};
+    let text = raw.get();
+    if text.len() > MAX_ROW_BYTES {
+        return Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{what} is {} bytes of JSON; at most {MAX_ROW_BYTES}",
+                text.len()
+            ),
+        ));
+    }
+    let budget = (*left).min(MAX_ROW_PARSED_BYTES);
+    match parse_value(text, budget) {
+        Ok((value, charged)) => {
+            *left -= charged;
+            Ok(value)
+        }
+        Err(e) if budget < MAX_ROW_PARSED_BYTES && e.contains("once parsed") => Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request's values take over {} MiB parsed: send fewer or smaller rows per request",
+                MAX_PARSED_BYTES >> 20
+            ),
+        )),
+        Err(e) => Err((StatusCode::BAD_REQUEST, format!("{what}: {e}"))),
+    }
+}
+
+async fn version(
+    State(app): State<Arc<AppState>>,
+    caller: callers::Caller,
+    body: axum::body::Body,
+) -> Response {
+    if let Some(axum::extract::Extension(t)) = &caller
+        && !t.operator
+    {
+        return error(
+            StatusCode::FORBIDDEN,
+            format!(
+                "tenant `{}` may not set the policy version: it is stamped on every tenant's tokens, so only a tenant with `operator = true` in the tenants file may",
+                t.name
+            ),
+        );
+    }
     let body = match read_body(body, MAX_VERSION_BODY_BYTES).await {
-        Ok(b) => b,
+        Ok(b) => b.bytes,
         Err(r) => return r,
     };
     #[derive(serde::Deserialize)]
@@ -282,10 +352,16 @@ async fn version(State(app): State<Arc<AppState>>, body: axum::body::Body) -> Re
     axum::Json(serde_json::json!({"version": n})).into_response()
 }
 
-async fn metrics(State(app): State<Arc<AppState>>) -> Response {
+async fn metrics(State(app): State<Arc<AppState>>, caller: callers::Caller) -> Response {
     let m = &app.metrics;
     let mut text = String::new();
-    for (name, help, v) in [
+    // A tenant that is not an operator sees its own series only: the server-wide counters and
+    // the other tenants' names and usage are not its to read.
+    let own = caller
+        .as_ref()
+        .filter(|axum::extract::Extension(t)| !t.operator)
+        .map(|axum::extract::Extension(t)| t.name.clone());
+    let server_wide = [
         ("requests_total", "POST /v1/episodes requests.", &m.requests),
         ("rows_total", "Rows run.", &m.rows),
         ("episodes_total", "Episodes finished.", &m.episodes),
@@ -316,18 +392,35 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
             "POST /run_code programs that did not succeed (non-zero exit, time limit, fault).",
             &m.run_code_failures,
         ),
-    ] {
+    ];
+    for (name, help, v) in server_wide.into_iter().filter(|_| own.is_none()) {
         let v = v.load(Ordering::Relaxed);
         text.push_str(&format!(
             "# HELP rollbox_{name} {help}\n# TYPE rollbox_{name} counter\nrollbox_{name} {v}\n"
         ));
     }
-    text.push_str(&format!(
-        "# HELP rollbox_unauthorized_total Requests refused for want of a valid API key.\n# TYPE rollbox_unauthorized_total counter\nrollbox_unauthorized_total {}\n",
-        m.unauthorized.load(Ordering::Relaxed)
-    ));
+    if own.is_none() {
+        text.push_str(&format!(
+            "# HELP rollbox_unauthorized_total Requests refused for want of a valid API key.\n# TYPE rollbox_unauthorized_total counter\nrollbox_unauthorized_total {}\n",
+            m.unauthorized.load(Ordering::Relaxed)
+        ));
+        text.push_str(&format!(
+            "# HELP rollbox_request_body_bytes_held Bytes of request bodies held now (being received or not yet parsed), of at most {}.\n# TYPE rollbox_request_body_bytes_held gauge\nrollbox_request_body_bytes_held {}\n",
+            held::MAX_BODY_BYTES_IN_FLIGHT,
+            held::body_bytes_held()
+        ));
+        text.push_str(&format!(
+            "# HELP rollbox_request_bodies_refused_total Requests answered 503 because their body would pass the server's total or the host's memory budget.\n# TYPE rollbox_request_bodies_refused_total counter\nrollbox_request_bodies_refused_total {}\n",
+            held::bodies_refused()
+        ));
+    }
     if let Some(tenants) = &app.tenants {
-        let all = tenants.all();
+        let all: Vec<_> = tenants
+            .all()
+            .iter()
+            .filter(|t| own.as_ref().is_none_or(|own| *own == t.name))
+            .cloned()
+            .collect();
         for (name, kind, help) in [
             (
                 "tenant_requests_total",
@@ -379,9 +472,7 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
                     "tenant_requests_total" => u.requests.load(Ordering::Relaxed).to_string(),
                     "tenant_throttled_total" => u.throttled.load(Ordering::Relaxed).to_string(),
                     "tenant_out_of_time_total" => u.out_of_time.load(Ordering::Relaxed).to_string(),
-                    "tenant_sandbox_seconds_total" => {
-                        (u.sandbox_us.load(Ordering::Relaxed) as f64 / 1e6).to_string()
-                    }
+                    "tenant_sandbox_seconds_total" => u.meter.used().as_secs_f64().to_string(),
                     "tenant_queue_wait_seconds_total" => {
                         (u.queue_wait_us.load(Ordering::Relaxed) as f64 / 1e6).to_string()
                     }

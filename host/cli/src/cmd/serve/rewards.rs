@@ -11,10 +11,15 @@ use rollbox_runtime::Catalog;
 
 use super::brought::{brought, registered_reward, tenant_catalog, valid_component_hash};
 use super::callers::{
-    Caller, charge, forbidden, on_tenant_threads, rows_cap, take_turn, tenant_limits,
+    Caller, forbidden, metered, on_tenant_threads, rows_cap, take_turn, tenant_limits, time_left,
+    time_spent,
 };
 use super::connections::read_body;
-use super::{AppState, MAX_BODY_BYTES, MAX_REWARD_SAMPLES, error, parse_json};
+use super::held::reserve_parsed;
+use super::{
+    AppState, MAX_BODY_BYTES, MAX_PARSED_BYTES, MAX_REWARD_SAMPLES, budgeted_value, error,
+    parse_json,
+};
 use crate::fair_gate::FairGate;
 
 /// OpenRLHF's remote reward request: the decoded prompt + response of each sample, its prompt
@@ -24,8 +29,15 @@ struct RewardRequest {
     query: Vec<String>,
     #[serde(default)]
     prompts: Option<Vec<String>>,
+    /// Each label's JSON text, parsed within the request's budget ([`budgeted_value`]).
     #[serde(default)]
-    labels: Option<Vec<serde_json::Value>>,
+    labels: Option<Vec<Box<serde_json::value::RawValue>>>,
+}
+
+/// A reward request's calls, parsed, and the host memory their values were charged.
+struct ParsedCalls {
+    calls: Vec<rollbox_runtime::RewardCall>,
+    parsed_bytes: usize,
 }
 
 /// The reward a request names (`None`: the only one registered), or the answer refusing it;
@@ -161,14 +173,21 @@ async fn score_each(
         let (gate, caller) = (gate.clone(), caller.clone());
         set.spawn(async move {
             let (timeout, memory) = tenant_limits(&caller);
+            time_left(&caller).await;
             let turn = take_turn(&gate, &caller).await;
-            let called = runtime
-                .score_in(&catalog, &name, call, timeout, memory)
-                .await;
+            let score = runtime.score_in(&catalog, &name, call, timeout, memory);
+            let called = metered(&caller, score, |wall| {
+                Ok(rollbox_runtime::Called {
+                    result: Err(time_spent()),
+                    wall,
+                    fuel_consumed: None,
+                    peak_memory_bytes: 0,
+                    attempts: 1,
+                    logs: Vec::new(),
+                })
+            })
+            .await;
             drop(turn);
-            if let Ok(c) = &called {
-                charge(&caller, c.wall);
-            }
             (i, called)
         });
     }
@@ -205,63 +224,26 @@ pub(super) async fn get_reward(
         Ok(chosen) => chosen,
         Err(r) => return r,
     };
-    let request: RewardRequest = match parse_json(
+    let cap = rows_cap(&caller, MAX_REWARD_SAMPLES);
+    let parsed = parse_json(
         &app,
         body,
         r#"{"query": [...], "prompts": [...], "labels": [...]}"#,
+        move |request: RewardRequest| openrlhf_calls(request, cap),
     )
-    .await
-    {
-        Ok(r) => r,
+    .await;
+    let ParsedCalls {
+        calls,
+        parsed_bytes,
+    } = match parsed {
+        Ok(p) => p,
         Err(r) => return r,
     };
-    let n = request.query.len();
-    let cap = rows_cap(&caller, MAX_REWARD_SAMPLES);
-    if n > cap {
-        return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("{n} samples; at most {cap} per request"),
-        );
-    }
-    for (what, len) in [
-        ("prompts", request.prompts.as_ref().map(Vec::len)),
-        ("labels", request.labels.as_ref().map(Vec::len)),
-    ] {
-        if let Some(len) = len.filter(|&l| l != n) {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("{len} {what} for {n} queries: give one per query (or none)"),
-            );
-        }
-    }
-    let calls = request
-        .query
-        .into_iter()
-        .enumerate()
-        .map(|(i, query)| {
-            let prompt = request
-                .prompts
-                .as_ref()
-                .map(|p| p[i].clone())
-                .unwrap_or_default();
-            let label = request
-                .labels
-                .as_ref()
-                .map(|l| l[i].clone())
-                .unwrap_or(serde_json::Value::Null);
-            let completion = query
-                .strip_prefix(prompt.as_str())
-                .map(str::to_string)
-                .unwrap_or(query);
-            rollbox_runtime::RewardCall {
-                prompt,
-                completion,
-                prompt_ids: vec![],
-                completion_ids: vec![],
-                data: serde_json::json!({"answer": label, "label": label}),
-            }
-        })
-        .collect();
+    // The parsed labels are held while the calls run: charged to the host budget.
+    let _parsed = match reserve_parsed(parsed_bytes, "the request's parsed labels") {
+        Ok(r) => r,
+        Err(busy) => return busy.into(),
+    };
     let called = match score_all(&app, &caller, &name, catalog, calls).await {
         Ok(c) => c,
         Err(r) => return r,
@@ -278,6 +260,57 @@ pub(super) async fn get_reward(
         "extra_logs": {"rollbox_fault": faults, "rollbox_reward_ms": millis},
     }))
     .into_response()
+}
+
+/// A `/get_reward` request's calls (at most `cap` samples), each label parsed within the
+/// request's budget; else the status and message to answer with.
+fn openrlhf_calls(request: RewardRequest, cap: usize) -> Result<ParsedCalls, (StatusCode, String)> {
+    let n = request.query.len();
+    if n > cap {
+        return Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("{n} samples; at most {cap} per request"),
+        ));
+    }
+    for (what, len) in [
+        ("prompts", request.prompts.as_ref().map(Vec::len)),
+        ("labels", request.labels.as_ref().map(Vec::len)),
+    ] {
+        if let Some(len) = len.filter(|&l| l != n) {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                format!("{len} {what} for {n} queries: give one per query (or none)"),
+            ));
+        }
+    }
+    let mut left = MAX_PARSED_BYTES;
+    let mut calls = Vec::with_capacity(n);
+    for (i, query) in request.query.into_iter().enumerate() {
+        let prompt = request
+            .prompts
+            .as_ref()
+            .map(|p| p[i].clone())
+            .unwrap_or_default();
+        let label = match &request.labels {
+            Some(l) => budgeted_value(&l[i], &mut left, &format!("labels[{i}]"))?,
+            None => serde_json::Value::Null,
+        };
+        let completion = query
+            .strip_prefix(prompt.as_str())
+            .map(str::to_string)
+            .unwrap_or(query);
+        calls.push(rollbox_runtime::RewardCall {
+            prompt,
+            completion,
+            prompt_ids: vec![],
+            completion_ids: vec![],
+            data: serde_json::json!({"answer": label.clone(), "label": label}),
+        });
+    }
+    Ok(ParsedCalls {
+        calls,
+        parsed_bytes: MAX_PARSED_BYTES - left,
+    })
 }
 
 /// `POST /v1/rewards`: `{"reward": NAME, "items": [...]}`, each item scored in its own sandbox.
@@ -298,12 +331,66 @@ struct RewardItem {
     completion: String,
     #[serde(default)]
     prompt: String,
+    /// `answer`, `reference` and `row` as JSON text, each parsed within the request's budget
+    /// ([`budgeted_value`]).
     #[serde(default)]
-    answer: Option<serde_json::Value>,
+    answer: Option<Box<serde_json::value::RawValue>>,
     #[serde(default)]
-    reference: Option<serde_json::Value>,
+    reference: Option<Box<serde_json::value::RawValue>>,
     #[serde(default)]
-    row: Option<serde_json::Map<String, serde_json::Value>>,
+    row: Option<Box<serde_json::value::RawValue>>,
+}
+
+/// A `/v1/rewards` request's calls (at most `cap` items), each value parsed within the
+/// request's budget; else the status and message to answer with.
+fn item_calls(items: Vec<RewardItem>, cap: usize) -> Result<ParsedCalls, (StatusCode, String)> {
+    let n = items.len();
+    if n > cap {
+        return Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("{n} items; at most {cap} per request"),
+        ));
+    }
+    let mut left = MAX_PARSED_BYTES;
+    let mut calls = Vec::with_capacity(n);
+    for (i, item) in items.into_iter().enumerate() {
+        let mut data = match &item.row {
+            None => serde_json::Map::new(),
+            Some(raw) => match budgeted_value(raw, &mut left, &format!("items[{i}].row"))? {
+                serde_json::Value::Object(m) => m,
+                _ => {
+                    return Err((
+                        StatusCode::BAD_REQUEST,
+                        format!("items[{i}].row must be a JSON object (the dataset row)"),
+                    ));
+                }
+            },
+        };
+        let answer = match (&item.answer, &item.reference) {
+            (Some(_), Some(_)) => {
+                return Err((
+                    StatusCode::BAD_REQUEST,
+                    format!("items[{i}] has both `answer` and `reference`: give one"),
+                ));
+            }
+            (a, r) => a.as_ref().or(r.as_ref()),
+        };
+        if let Some(raw) = answer {
+            let answer = budgeted_value(raw, &mut left, &format!("items[{i}].answer"))?;
+            data.insert("answer".into(), answer);
+        }
+        calls.push(rollbox_runtime::RewardCall {
+            prompt: item.prompt,
+            completion: item.completion,
+            prompt_ids: vec![],
+            completion_ids: vec![],
+            data: serde_json::Value::Object(data),
+        });
+    }
+    Ok(ParsedCalls {
+        calls,
+        parsed_bytes: MAX_PARSED_BYTES - left,
+    })
 }
 
 /// `POST /v1/rewards`: every item scored by the named reward at once, answered in order with
@@ -319,54 +406,35 @@ pub(super) async fn rewards(
         Ok(b) => b,
         Err(r) => return r,
     };
-    let request: RewardsRequest = match parse_json(
+    let cap = rows_cap(&caller, MAX_REWARD_SAMPLES);
+    let parsed = parse_json(
         &app,
         body,
         r#"{"reward": "NAME", "items": [{"completion": "...", "answer": ...}, ...]}"#,
+        move |request: RewardsRequest| Ok((request.reward, item_calls(request.items, cap)?)),
     )
-    .await
-    {
-        Ok(r) => r,
+    .await;
+    let (
+        named,
+        ParsedCalls {
+            calls,
+            parsed_bytes,
+        },
+    ) = match parsed {
+        Ok(p) => p,
         Err(r) => return r,
     };
-    let named = request.reward;
+    // The parsed rows are held while the calls run: charged to the host budget.
+    let _parsed = match reserve_parsed(parsed_bytes, "the request's parsed rows") {
+        Ok(r) => r,
+        Err(busy) => return busy.into(),
+    };
     let (name, catalog) =
         match chosen_reward(&app, &caller, named.clone(), r#""reward": "NAME""#).await {
             Ok(chosen) => chosen,
             Err(r) => return r,
         };
     let label = named.unwrap_or_else(|| name.clone());
-    let n = request.items.len();
-    let cap = rows_cap(&caller, MAX_REWARD_SAMPLES);
-    if n > cap {
-        return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("{n} items; at most {cap} per request"),
-        );
-    }
-    let mut calls = Vec::with_capacity(n);
-    for (i, item) in request.items.into_iter().enumerate() {
-        let mut data = item.row.unwrap_or_default();
-        let answer = match (item.answer, item.reference) {
-            (Some(_), Some(_)) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    format!("items[{i}] has both `answer` and `reference`: give one"),
-                );
-            }
-            (a, r) => a.or(r),
-        };
-        if let Some(answer) = answer {
-            data.insert("answer".into(), answer);
-        }
-        calls.push(rollbox_runtime::RewardCall {
-            prompt: item.prompt,
-            completion: item.completion,
-            prompt_ids: vec![],
-            completion_ids: vec![],
-            data: serde_json::Value::Object(data),
-        });
-    }
     let called = match score_all(&app, &caller, &name, catalog, calls).await {
         Ok(c) => c,
         Err(r) => return r,

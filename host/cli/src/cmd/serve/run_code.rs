@@ -10,10 +10,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::callers::{
-    Caller, charge, forbidden, on_tenant_threads, take_turn, tenant_limits, tighter,
+    Caller, forbidden, metered, on_tenant_threads, take_turn, tenant_limits, tighter, time_left,
+    time_spent,
 };
 use super::connections::read_body;
-use super::{AppState, MAX_RUN_CODE_BODY_BYTES, RUN_CODE_TOOL, error};
+use super::held::HeldBody;
+use super::{AppState, MAX_RUN_CODE_BODY_BYTES, RUN_CODE_TOOL, error, parse_on_pool};
 
 /// stdout and stderr kept per `POST /run_code`, characters each.
 const RUN_CODE_OUTPUT_CHARS: u64 = 1 << 20;
@@ -30,10 +32,24 @@ struct RunCodeRequest {
     memory_limit_mb: Option<i64>,
     #[serde(default)]
     language: Option<String>,
+    /// Kept as text, never parsed into values (only its emptiness is checked): a body of
+    /// 60 MB of `{},` would be gigabytes of `Value`s (issue 52).
     #[serde(default)]
-    files: Option<serde_json::Map<String, serde_json::Value>>,
+    files: Option<Box<serde_json::value::RawValue>>,
     #[serde(default)]
-    fetch_files: Option<Vec<serde_json::Value>>,
+    fetch_files: Option<Box<serde_json::value::RawValue>>,
+}
+
+/// Whether a JSON text is `null`, `{}` or `[]` (whitespace aside).
+fn empty_json(raw: &serde_json::value::RawValue) -> bool {
+    let mut bytes = raw.get().bytes().filter(|b| !b.is_ascii_whitespace());
+    let first = bytes.next();
+    match first {
+        Some(b'{') => bytes.eq(*b"}"),
+        Some(b'[') => bytes.eq(*b"]"),
+        Some(b'n') => bytes.eq(*b"ull"),
+        _ => false,
+    }
 }
 
 /// `POST /run_code`: run a Python program on its stdin in a fresh python-exec instance and
@@ -65,28 +81,23 @@ pub(super) async fn run_code(
     if let Some(r) = forbidden(&caller, "tool", RUN_CODE_TOOL) {
         return r;
     }
-    let Ok(slot) = app.parse_slots.acquire().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into());
-    };
-    let parsed =
-        tokio::task::spawn_blocking(move || serde_json::from_slice::<RunCodeRequest>(&body)).await;
-    drop(slot);
-    let request = match parsed {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            return error(
+    // The parsed program and stdin take about what the body did: its hold is kept for them
+    // while the program runs.
+    let HeldBody { bytes, hold: _held } = body;
+    let parsed = parse_on_pool(&app, move || {
+        serde_json::from_slice::<RunCodeRequest>(&bytes).map_err(|e| {
+            (
                 StatusCode::BAD_REQUEST,
                 format!(
                     r#"expected {{"code": "...", "stdin": "...", "language": "python", ...}}: {e}"#
                 ),
-            );
-        }
-        Err(e) => {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("parsing the body failed: {e}"),
-            );
-        }
+            )
+        })
+    })
+    .await;
+    let request = match parsed {
+        Ok(r) => r,
+        Err(r) => return r,
     };
     let language = request.language.as_deref().unwrap_or("python");
     if !matches!(language, "python" | "python3") {
@@ -95,8 +106,11 @@ pub(super) async fn run_code(
             format!("`language` is `{language}`: rollbox's /run_code runs Python only (`python`)"),
         );
     }
-    if request.files.as_ref().is_some_and(|f| !f.is_empty())
-        || request.fetch_files.as_ref().is_some_and(|f| !f.is_empty())
+    if request.files.as_deref().is_some_and(|f| !empty_json(f))
+        || request
+            .fetch_files
+            .as_deref()
+            .is_some_and(|f| !empty_json(f))
     {
         return error(
             StatusCode::BAD_REQUEST,
@@ -130,10 +144,21 @@ pub(super) async fn run_code(
     );
     let (gate, who) = (app.gate.clone(), caller.clone());
     let call = async move {
+        time_left(&who).await;
         let turn = take_turn(&gate, &who).await;
-        let called = runtime
-            .call_registered_tool_within(RUN_CODE_TOOL, args.to_string(), timeout, memory)
-            .await;
+        let run =
+            runtime.call_registered_tool_within(RUN_CODE_TOOL, args.to_string(), timeout, memory);
+        let called = metered(&who, run, |wall| {
+            Ok(rollbox_runtime::Called {
+                result: Err(time_spent()),
+                wall,
+                fuel_consumed: None,
+                peak_memory_bytes: 0,
+                attempts: 1,
+                logs: Vec::new(),
+            })
+        })
+        .await;
         drop(turn);
         called
     };
@@ -147,7 +172,6 @@ pub(super) async fn run_code(
             );
         }
     };
-    charge(&caller, called.wall);
     let seconds = called.wall.as_secs_f64();
     let answer = run_code_answer(called.result, seconds);
     if answer["status"] != "Success" {
