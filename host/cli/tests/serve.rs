@@ -633,6 +633,94 @@ fn serve_holds_request_bodies_within_the_host_budget() {
     }
 }
 
+/// Issue 52: three `/v1/rewards` requests at once, each one item whose `row` holds 60 MB of
+/// `{},` (20 million values, gigabytes as `Value`s: 4-5 GB were held with a 1 GiB budget),
+/// and the same in a `/get_reward` label: every value a request carries into a call goes
+/// through the dataset's budgeted row parser, so each is refused before it is built (413 past
+/// the 16 MiB row text, 400 past the 128 MiB parsed), in bounded memory.
+#[test]
+fn serve_parses_reward_rows_within_the_row_budget() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (mut child, addr) = start_serve(
+        &[
+            "--reward",
+            "math=math",
+            "--engine",
+            "embedded",
+            "--max-host-memory",
+            "1GiB",
+        ],
+        tmp.path(),
+    );
+    let pid = child.id();
+    let result = std::panic::catch_unwind(|| {
+        let baseline = rollbox_tests::peak_rss(pid);
+        let values = |bytes: usize| format!("[{}{{}}]", "{},".repeat(bytes / 3));
+        let big = json!({"reward": "math", "items": [
+            {"completion": "1", "answer": "1", "row": {"x": "@"}}
+        ]})
+        .to_string()
+        .replace("\"@\"", &values(60 << 20));
+        let senders: Vec<_> = (0..3)
+            .map(|_| {
+                let (addr, big) = (addr.clone(), big.clone());
+                std::thread::spawn(move || http(&addr, "POST", "/v1/rewards", &big))
+            })
+            .collect();
+        for s in senders {
+            let (code, body) = s.join().expect("sender");
+            let text = String::from_utf8_lossy(&body).into_owned();
+            assert_eq!(code, 413, "{text}");
+            assert!(text.contains("items[0].row"), "{text}");
+        }
+        // Under the text cap but past the parsed one: 15 MiB of `{},` is 5 million values.
+        let amplified = json!({"reward": "math", "items": [
+            {"completion": "1", "answer": "1", "row": {"x": "@"}}
+        ]})
+        .to_string()
+        .replace("\"@\"", &values(15 << 20));
+        let (code, body) = http(&addr, "POST", "/v1/rewards", &amplified);
+        let text = String::from_utf8_lossy(&body).into_owned();
+        assert_eq!(code, 400, "{text}");
+        assert!(text.contains("once parsed"), "{text}");
+        let label = json!({"query": ["1"], "prompts": [""], "labels": ["@"]})
+            .to_string()
+            .replace("\"@\"", &values(15 << 20));
+        let (code, body) = http(&addr, "POST", "/get_reward?reward=math", &label);
+        let text = String::from_utf8_lossy(&body).into_owned();
+        assert_eq!(code, 400, "{text}");
+        assert!(
+            text.contains("labels[0]") && text.contains("once parsed"),
+            "{text}"
+        );
+        let peak = rollbox_tests::peak_rss(pid);
+        eprintln!(
+            "three 60 MB rows and two 15 MiB amplified values: peak RSS {} MiB (before {} MiB)",
+            peak >> 20,
+            baseline >> 20
+        );
+        assert!(
+            peak < baseline + (1 << 30),
+            "peak RSS {} MiB (before {} MiB)",
+            peak >> 20,
+            baseline >> 20
+        );
+        // An honest row still scores.
+        let honest = json!({"reward": "math", "items": [
+            {"completion": "\\boxed{2}", "answer": "2", "row": {"id": 7}}
+        ]})
+        .to_string();
+        let (code, body) = http(&addr, "POST", "/v1/rewards", &honest);
+        let v: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!((code, &v["scores"]), (200, &json!([1.0])), "{v}");
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
 /// Issue 52: an answer of 4 rows, each with a 64 MiB tensor beside its trajectory (a 256 MiB
 /// batch), with `--max-host-memory 2GiB`. The batch is held once, with its episodes'
 /// reservations, and sent 4 MiB at a time: the server's peak stays under 2.75 times the batch

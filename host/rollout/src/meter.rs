@@ -225,8 +225,9 @@ mod tests {
         m.add(Duration::from_secs(59));
         assert!(!m.is_spent(), "a second left");
         let _work = m.start();
-        // A second of running work spends it, without any of it having finished.
-        m.add(Duration::from_secs(1));
+        // More than that second spends it (while it refills at a second a second, and the
+        // running work counts too).
+        m.add(Duration::from_millis(1500));
         assert!(m.is_spent());
         // Resting until 6 s (a tenth of the minute's 60) have refilled.
         let wait = m.wait().expect("spent");

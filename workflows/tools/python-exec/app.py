@@ -89,6 +89,13 @@ import time  # noqa: F401
 import typing  # noqa: F401
 import unicodedata  # noqa: F401
 
+try:
+    # `ast.unparse` (the assert modes) imports this on first use from CPython 3.14 on: imported
+    # here, it is in the snapshot (componentize-py bundles what the build imported).
+    import _ast_unparse  # noqa: F401
+except ImportError:  # CPython before 3.14
+    pass
+
 import assert_cases
 import wit_world
 from componentize_py_types import Err
