@@ -1865,6 +1865,74 @@ fn serve_runs_workflows_tenants_bring_by_path_or_hash() {
     }
 }
 
+/// Issue 52: one tenant's churn of brought workflows cannot evict another's. `b` brings its
+/// workflow by path and names it by hash afterwards; `a` then brings 20 different workflows
+/// (one component with 20 different custom sections), each compiled and kept: `a` keeps 8 of
+/// its own at most, dropping its own oldest, and `b`'s is still there (with one cache shared by
+/// every tenant, the 20 evicted it and `b`'s next request was 404).
+#[test]
+fn serve_keeps_one_tenants_workflows_through_anothers_churn() {
+    use sha2::Digest;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (dir_a, dir_b) = (tmp.path().join("team-a"), tmp.path().join("team-b"));
+    std::fs::create_dir_all(&dir_a).expect("dir");
+    std::fs::create_dir_all(&dir_b).expect("dir");
+    let echo = std::fs::read(c::WORKFLOW_ECHO).expect("echo");
+    let sha = hex::encode(sha2::Sha256::digest(&echo));
+    std::fs::write(dir_b.join("echo.wasm"), &echo).expect("copy");
+    // A custom section (id 0: size, name, bytes) at the end of a component changes its hash
+    // and nothing else.
+    for i in 0..20u8 {
+        let mut variant = echo.clone();
+        variant.extend([0, 5, 3, b'r', b'b', b'x', i]);
+        std::fs::write(dir_a.join(format!("echo-{i}.wasm")), &variant).expect("variant");
+    }
+    let file = two_tenants(
+        tmp.path(),
+        &format!("component_dirs = [\"{}\"]", dir_a.display()),
+        &format!(
+            "component_dirs = [\"{}\"]\ncomponent_sha256 = [\"{sha}\"]",
+            dir_b.display()
+        ),
+    );
+    let (mut child, addr) = start_serve(
+        &[
+            "--tenants",
+            file.to_str().expect("path"),
+            "--workflow",
+            c::WORKFLOW_ECHO,
+            "--engine",
+            "embedded",
+        ],
+        tmp.path(),
+    );
+    let result = std::panic::catch_unwind(|| {
+        let (a, b) = ("Authorization: Bearer key-a", "Authorization: Bearer key-b");
+        let run = |key: &str, workflow: &str| -> (u16, String) {
+            let body = json!({"rows": [{"x": 1}], "workflow": workflow, "n_samples": 1});
+            let (code, _, body) =
+                http_with(&addr, "POST", "/v1/episodes", &[key], &body.to_string());
+            (code, String::from_utf8_lossy(&body).into_owned())
+        };
+        let by_hash = format!("sha256:{sha}");
+        let (code, text) = run(b, &dir_b.join("echo.wasm").display().to_string());
+        assert_eq!(code, 200, "{text}");
+        assert_eq!(run(b, &by_hash).0, 200, "b's own, by hash");
+        for i in 0..20 {
+            let path = dir_a.join(format!("echo-{i}.wasm")).display().to_string();
+            let (code, text) = run(a, &path);
+            assert_eq!(code, 200, "a's workflow {i}: {text}");
+        }
+        let (code, text) = run(b, &by_hash);
+        assert_eq!(code, 200, "b's workflow survived a's churn: {text}");
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
 /// A tenant's episodes reach its allowed rewards and tools and those its request brings (by
 /// path beneath its `component_dirs` or by hash), under the names the request gives them, in
 /// place of a registered one of that name; `/v1/rewards` and `/get_reward` score with a reward

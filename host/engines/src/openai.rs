@@ -169,6 +169,10 @@ struct WireRequest<'a> {
     /// llama-cpp-python defaults `repeat_penalty` to 1.1; 1 keeps the policy's distribution.
     #[serde(skip_serializing_if = "Option::is_none")]
     repeat_penalty: Option<f32>,
+    /// llama-cpp-python has no `ignore_eos` and stops at its EOS token whatever it is sent:
+    /// with `ignore_eos`, the stop ids are kept from being sampled instead (-100, OpenAI's ban).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logit_bias: Option<std::collections::BTreeMap<String, f32>>,
 }
 
 fn wire_request<'a>(
@@ -198,6 +202,12 @@ fn wire_request<'a>(
         stream: false,
         min_p: llama_cpp_python.then_some(0.0),
         repeat_penalty: llama_cpp_python.then_some(1.0),
+        logit_bias: (llama_cpp_python && s.ignore_eos && !s.stop_token_ids.is_empty()).then(|| {
+            s.stop_token_ids
+                .iter()
+                .map(|t| (t.to_string(), -100.0))
+                .collect()
+        }),
     }
 }
 
@@ -490,6 +500,24 @@ mod tests {
 
     fn parse(value: serde_json::Value) -> Result<Answer, String> {
         parse_answer(serde_json::from_value(value).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn ignore_eos_bans_the_stop_ids_on_llama_cpp_python_only() {
+        let mut request = GenerateRequest::new(vec![1, 2]);
+        request.sampling.ignore_eos = true;
+        request.sampling.stop_token_ids = vec![2, 0];
+        let wire = |request: &GenerateRequest, llama| {
+            serde_json::to_value(wire_request(request, None, WirePrompt::Ids(&[1, 2]), llama))
+                .expect("json")
+        };
+        assert_eq!(
+            wire(&request, true)["logit_bias"],
+            serde_json::json!({"0": -100.0, "2": -100.0})
+        );
+        assert!(wire(&request, false).get("logit_bias").is_none());
+        request.sampling.ignore_eos = false;
+        assert!(wire(&request, true).get("logit_bias").is_none());
     }
 
     #[test]

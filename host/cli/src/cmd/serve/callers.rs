@@ -106,12 +106,20 @@ pub(super) async fn metered<T>(
     }
 }
 
-/// The fault of a call stopped because its tenant's sandbox time is spent.
-pub(super) fn time_spent() -> rollbox_runtime::GuestFault {
-    rollbox_runtime::GuestFault::LimitExceeded {
-        message: "the tenant's sandbox time is spent (sandbox_seconds_per_minute): the call was stopped; it is refilled at a sixtieth a second".into(),
-        setting: None,
-    }
+/// What a call stopped after `wall` because its tenant's sandbox time is spent returns: fault
+/// `limit_exceeded`, naming the quota.
+pub(super) fn time_spent<T>(wall: Duration) -> anyhow::Result<rollbox_runtime::Called<T>> {
+    Ok(rollbox_runtime::Called {
+        result: Err(rollbox_runtime::GuestFault::LimitExceeded {
+            message: "the tenant's sandbox time is spent (sandbox_seconds_per_minute): the call was stopped; it is refilled at a sixtieth a second".into(),
+            setting: None,
+        }),
+        wall,
+        fuel_consumed: None,
+        peak_memory_bytes: 0,
+        attempts: 1,
+        logs: Vec::new(),
+    })
 }
 
 /// `--tenants`: who the request is from, and whether it may run now. Answers 401 without a

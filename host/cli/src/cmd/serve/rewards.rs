@@ -176,17 +176,7 @@ async fn score_each(
             time_left(&caller).await;
             let turn = take_turn(&gate, &caller).await;
             let score = runtime.score_in(&catalog, &name, call, timeout, memory);
-            let called = metered(&caller, score, |wall| {
-                Ok(rollbox_runtime::Called {
-                    result: Err(time_spent()),
-                    wall,
-                    fuel_consumed: None,
-                    peak_memory_bytes: 0,
-                    attempts: 1,
-                    logs: Vec::new(),
-                })
-            })
-            .await;
+            let called = metered(&caller, score, time_spent).await;
             drop(turn);
             (i, called)
         });

@@ -148,17 +148,7 @@ pub(super) async fn run_code(
         let turn = take_turn(&gate, &who).await;
         let run =
             runtime.call_registered_tool_within(RUN_CODE_TOOL, args.to_string(), timeout, memory);
-        let called = metered(&who, run, |wall| {
-            Ok(rollbox_runtime::Called {
-                result: Err(time_spent()),
-                wall,
-                fuel_consumed: None,
-                peak_memory_bytes: 0,
-                attempts: 1,
-                logs: Vec::new(),
-            })
-        })
-        .await;
+        let called = metered(&who, run, time_spent).await;
         drop(turn);
         called
     };
