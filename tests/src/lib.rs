@@ -39,6 +39,18 @@ pub fn fixed_backend(delay: Duration) -> FakeBackend {
     FakeBackend::fixed(vec![7, 8, 2], vec![-0.1, -0.2, -0.3], StopReason::Stop).with_delay(delay)
 }
 
+/// A replay engine spec (`replay:FILE`, FILE written in `dir`) answering the prompt `[1, 2, 3]`
+/// (what `adv_hoard` and the trivial guests ask) with three tokens and a stop.
+pub fn replay_123(dir: &Path) -> String {
+    let path = dir.join("answers.jsonl");
+    std::fs::write(
+        &path,
+        r#"{"input_ids":[1,2,3],"output_tokens":[7,8,2],"output_logprobs":[-0.1,-0.2,-0.3],"stop_reason":"stop"}"#,
+    )
+    .expect("replay file");
+    format!("replay:{}", path.display())
+}
+
 /// The peak resident memory of process `pid` so far (`VmHWM`), bytes (0 once it is gone).
 pub fn peak_rss(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))

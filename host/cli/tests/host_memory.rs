@@ -129,16 +129,11 @@ fn failed(stats: &Value) -> u64 {
 #[test]
 fn hoarders_are_refused_within_the_budget_and_good_rows_are_written() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let replay = tmp.path().join("answers.jsonl");
-    std::fs::write(
-        &replay,
-        r#"{"input_ids":[1,2,3],"output_tokens":[7,8,2],"output_logprobs":[-0.1,-0.2,-0.3],"stop_reason":"stop"}"#,
-    )
-    .expect("replay file");
+
     let rows: Vec<Value> = (0..64)
         .map(|i| json!({"hoard": i % 2 == 0, "question": format!("row {i}")}))
         .collect();
-    let engine = format!("replay:{}", replay.display());
+    let engine = rollbox_tests::replay_123(tmp.path());
     let args = ["--workflow", c::ADV_HOARD, "--engine", &engine];
     let r = rollout(
         tmp.path(),

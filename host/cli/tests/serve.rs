@@ -730,13 +730,7 @@ fn serve_parses_reward_rows_within_the_row_budget() {
 #[test]
 fn serve_sends_a_large_answer_without_copying_it() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let replay = tmp.path().join("answers.jsonl");
-    std::fs::write(
-        &replay,
-        r#"{"input_ids":[1,2,3],"output_tokens":[7,8,2],"output_logprobs":[-0.1,-0.2,-0.3],"stop_reason":"stop"}"#,
-    )
-    .expect("replay file");
-    let engine = format!("replay:{}", replay.display());
+    let engine = rollbox_tests::replay_123(tmp.path());
     let (mut child, addr) = start_serve(
         &[
             "--workflow",
@@ -1463,12 +1457,7 @@ fn serve_holds_tenants_to_their_components_and_time() {
             "{text}"
         );
         let metric = |name: &str, tenant: &str| -> f64 {
-            let prefix = format!("rollbox_{name}{{tenant=\"{tenant}\"}} ");
-            text.lines()
-                .find_map(|l| l.strip_prefix(&prefix))
-                .unwrap_or_else(|| panic!("{prefix}: {text}"))
-                .parse()
-                .expect("number")
+            metric_value(&text, &format!("rollbox_{name}{{tenant=\"{tenant}\"}}"))
         };
         // The bounds come from what the server charged, not from the test's clock (issue 52:
         // on a loaded machine a's spins ran longer and Retry-After was 92): a ran `used` s of
@@ -1671,11 +1660,7 @@ fn serve_keeps_a_tenants_episode_flood_off_anothers_rewards() {
         // 52); scripts/serve_load.py measures the 1.5x goal. What is asserted is what makes
         // it hold: the cores the threads run on (below) and that b never sees an error.
         eprintln!("b's p99 alone {alone:?}, beside a's episode flood {flooded:?}");
-        let used = text
-            .lines()
-            .find_map(|l| l.strip_prefix("rollbox_tenant_sandbox_seconds_total{tenant=\"a\"} "))
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("{text}"));
+        let used = metric_value(&text, "rollbox_tenant_sandbox_seconds_total{tenant=\"a\"}");
         assert!(used >= 1.0, "a's spinning episodes ran: {used} s");
         assert!(
             text.contains("rollbox_tenant_episodes_in_flight{tenant=\"a\"} 1\n"),

@@ -53,5 +53,5 @@ pub use group::DropReason;
 pub use meter::SandboxMeter;
 pub use options::{RolloutOptions, SharedEpisodes, neutral_hint};
 pub use output::OutputDir;
-pub use sink::{Batch, BatchSink, MemorySink};
+pub use sink::{Batch, BatchSink, MemorySink, OverBudget};
 pub use stats::{Progress, Stats};

@@ -135,6 +135,9 @@ impl SandboxMeter {
     /// Microseconds left now, running work counted as used, the quota a minute and whether
     /// the bucket rests; `None` when unmetered.
     fn left_us(&self) -> Option<(f64, f64, bool)> {
+        // Unmetered (most tenants): one lock and out, as this runs at every wake-up of every
+        // running call and episode ([`SandboxMeter::spent`]).
+        lock(&self.bucket).per_minute_us?;
         let (finished, running) = self.used_us();
         let now = Instant::now();
         let mut b = lock(&self.bucket);

@@ -243,7 +243,7 @@ impl MemorySink {
 
     /// The batches joined into one ([`Batch::join`]) with the host memory they hold: a join of
     /// several makes a copy, reserved from the host budget before it is made (while the parts
-    /// are still held), and refused with the budget's message when it does not fit.
+    /// are still held), and refused with [`OverBudget`] when it does not fit.
     pub fn into_batch(
         self,
         provenance: BTreeMap<String, String>,
@@ -258,7 +258,7 @@ impl MemorySink {
             let host = rollbox_runtime::host_memory();
             Some(
                 host.try_reserve_bulk(bytes)
-                    .ok_or_else(|| anyhow::anyhow!(host.exhausted("joining the batches", bytes)))?,
+                    .ok_or_else(|| OverBudget(host.exhausted("joining the batches", bytes)))?,
             )
         } else {
             None
@@ -269,6 +269,19 @@ impl MemorySink {
         Ok((batch, self.memory))
     }
 }
+
+/// The host memory budget cannot hold what was asked (its message names `max_host_memory`): a
+/// refusal the caller may retry later, unlike a batch that cannot be encoded.
+#[derive(Debug)]
+pub struct OverBudget(pub String);
+
+impl std::fmt::Display for OverBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for OverBudget {}
 
 impl BatchSink for MemorySink {
     fn done_rows(&self) -> &RowSet {

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rollbox_rollout::{MAX_BATCH_TENSOR_BYTES, MemorySink, Stats};
+use rollbox_rollout::{MAX_BATCH_TENSOR_BYTES, MemorySink, OverBudget, Stats};
 use rollbox_runtime::{Reservation, host_memory};
 use rollbox_tensor::{SafetensorsParts, TensorError};
 
@@ -34,7 +34,10 @@ pub(super) fn batch_answer(
     };
     let (batch, memory) = sink
         .into_batch(provenance, MAX_BATCH_TENSOR_BYTES)
-        .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")))?;
+        .map_err(|e| match e.downcast_ref::<OverBudget>() {
+            Some(_) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")),
+            None => internal(&format!("{e:#}")),
+        })?;
     let mut header = batch.header().map_err(|e| internal(&e))?;
     let stats = serde_json::to_string(stats).map_err(|e| internal(&e))?;
     header.insert("stats".into(), stats);
