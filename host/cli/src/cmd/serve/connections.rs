@@ -193,18 +193,27 @@ where
 /// issue 52): a probe, which sends its head at once, always finds room.
 pub const MAX_WAITING_CONNECTIONS: usize = 256;
 
-/// One open connection: since when it has waited for a request's head (`None` while a
-/// request of it is handled or its answer written), and how to close it.
+/// One open connection: since when it has waited for a request's head (microseconds since
+/// [`since_start`], plus one; 0 while a request of it is handled or its answer written), and
+/// how to close it.
 struct Entry {
     id: u64,
-    waiting_since: std::sync::Mutex<Option<std::time::Instant>>,
+    waiting_since: std::sync::atomic::AtomicU64,
     closed: tokio::sync::Notify,
+}
+
+/// Microseconds since the first call, plus one (so 0 can mean "not waiting").
+fn since_start() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX - 1) + 1
 }
 
 impl Entry {
     fn set_waiting(&self, waiting: bool) {
-        *self.waiting_since.lock().unwrap_or_else(|p| p.into_inner()) =
-            waiting.then(std::time::Instant::now);
+        let since = if waiting { since_start() } else { 0 };
+        self.waiting_since
+            .store(since, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -221,7 +230,7 @@ impl Waiting {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let entry = Arc::new(Entry {
             id,
-            waiting_since: std::sync::Mutex::new(Some(std::time::Instant::now())),
+            waiting_since: std::sync::atomic::AtomicU64::new(since_start()),
             closed: tokio::sync::Notify::new(),
         });
         self.open
@@ -242,9 +251,10 @@ impl Waiting {
     fn make_room(&self, full: bool) -> bool {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let mut waiting = 0;
-        let mut oldest: Option<(std::time::Instant, u64)> = None;
+        let mut oldest: Option<(u64, u64)> = None;
         for e in open.values() {
-            if let Some(since) = *e.waiting_since.lock().unwrap_or_else(|p| p.into_inner()) {
+            let since = e.waiting_since.load(std::sync::atomic::Ordering::Relaxed);
+            if since != 0 {
                 waiting += 1;
                 if oldest.is_none_or(|(t, _)| since < t) {
                     oldest = Some((since, e.id));
