@@ -1,8 +1,9 @@
 //! The `code` reward on its parity corpus, through the real boundary (the reward, the host's
 //! tools for rewards, python-exec per case): `code_corpus.jsonl` holds completions and test
 //! cases scored by verl 0.9.1's own `default_compute_score` (`prime_code`;
-//! `scripts/fixtures/record_code_corpus.py`). Every entry outside a documented class
-//! (`workflows/rewards/code/README.md`) must score what verl gave.
+//! `scripts/fixtures/record_code_corpus.py`). Every entry must score what verl gave, but for the
+//! classes [`STILL_DIFFER`] (`workflows/rewards/code/README.md`, "Where it differs"): the
+//! corpus's other classes are differences of verl's harness that `prime_code` reproduces.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,6 +13,11 @@ use std::time::Duration;
 use rollbox_tests::code_runtime;
 use rollbox_tests::components as c;
 use serde_json::{Value, json};
+
+/// The corpus's classes where rollbox's `prime_code` still scores otherwise than verl: state
+/// shared between cases in verl's first pass, numpy, and Python 3.12+ syntax (python-exec runs
+/// CPython 3.14, verl's venv 3.11).
+const STILL_DIFFER: &[&str] = &["module_state", "numpy", "python_version"];
 
 fn corpus() -> Vec<Value> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/rewards/code_corpus.jsonl");
@@ -23,7 +29,7 @@ fn corpus() -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_corpus_scores_as_verls_prime_code_outside_documented_classes() {
+async fn the_corpus_scores_as_verls_prime_code_but_for_the_classes_that_still_differ() {
     if !rollbox_tests::built(c::PYTHON_EXEC_TOOL) {
         return;
     }
@@ -56,7 +62,7 @@ async fn the_corpus_scores_as_verls_prime_code_outside_documented_classes() {
         let t = per_class.entry(class.clone()).or_default();
         t.0 += 1;
         t.1 += usize::from(agree);
-        if class.is_empty() && !agree {
+        if !STILL_DIFFER.contains(&class.as_str()) && !agree {
             wrong.push(format!(
                 "{} ({}): verl {verl}, rollbox {g:?}",
                 e["id"], e["family"]
@@ -72,7 +78,7 @@ async fn the_corpus_scores_as_verls_prime_code_outside_documented_classes() {
     }
     assert!(
         wrong.is_empty(),
-        "{} of the entries outside a documented class disagree:\n{}",
+        "{} of the entries outside the classes that still differ disagree:\n{}",
         wrong.len(),
         wrong.join("\n")
     );

@@ -40,49 +40,88 @@ const SUMS: &[&str] = &["3\n", "30\n"];
 async fn honest_programs_score_as_prime_code_does() {
     let Some(rt) = code_runtime() else { return };
     let row = stdio(ADD, SUMS);
-    let cases: &[(&str, f64)] = &[
-        ("a, b = map(int, input().split())\nprint(a + b)", 1.0),
+    let judge = {
+        let mut r = row.clone();
+        r["code_reward"] = json!({"semantics": "judge"});
+        r
+    };
+    // (program, verl's prime_code score, `judge`'s): where they differ, verl's harness is the
+    // reason (python-exec's prime_harness.py).
+    let cases: &[(&str, f64, f64)] = &[
+        ("a, b = map(int, input().split())\nprint(a + b)", 1.0, 1.0),
+        // verl's stdin is an io.StringIO: no `buffer`.
         (
             "import sys\nprint(sum(map(int, sys.stdin.buffer.read().split())))",
+            0.0,
             1.0,
         ),
         (
             "for line in sys.stdin:\n    print(sum(map(int, line.split())))",
             1.0,
+            1.0,
         ),
-        ("a, b = map(int, input().split())\nprint(a * b)", 0.0),
+        ("a, b = map(int, input().split())\nprint(a * b)", 0.0, 0.0),
         (
             "a, b = map(int, input().split())\nprint(a + b if a < 5 else 0)",
             0.5,
+            0.5,
         ),
-        ("a, b = map(int, input().split())\nprint(a + b, '')", 1.0),
-        ("def f(:\n    pass", 0.0),
-        ("raise ValueError('no')", 0.0),
+        (
+            "a, b = map(int, input().split())\nprint(a + b, '')",
+            1.0,
+            1.0,
+        ),
+        ("def f(:\n    pass", 0.0, 0.0),
+        ("raise ValueError('no')", 0.0, 0.0),
         // The APPS harness's imports come first (`sqrt` from `from math import *`).
         (
             "print(int(sqrt(16)) - 4 + sum(map(int, input().split())))",
             1.0,
+            1.0,
         ),
-        // `from sys import *` binds the program's own streams, as when the harness's text
-        // runs just before it.
+        // `from sys import *` binds the streams of the time the harness's imports ran: in
+        // verl the worker's, whose `readline` was patched to give the input's lines and whose
+        // stdout writes nowhere; `judge` runs the imports just before the program.
         (
             "a, b = map(int, stdin.readline().split())\nstdout.write(str(a + b) + '\\n')",
+            0.0,
+            1.0,
+        ),
+        (
+            "a, b = map(int, stdin.readline().split())\nprint(a + b)",
+            1.0,
             1.0,
         ),
         // ... and its recursion limit.
         (
             "def f(n):\n    return 0 if n == 0 else 1 + f(n - 1)\nprint(f(3000) - 3000 + sum(map(int, input().split())))",
             1.0,
+            1.0,
         ),
         // A `from __future__` import after the harness's imports does not compile.
         (
             "from __future__ import annotations\na, b = map(int, input().split())\nprint(a + b)",
             0.0,
+            0.0,
+        ),
+        // verl set `exit` to None; a judge's `exit()` ends the program.
+        (
+            "a, b = map(int, input().split())\nprint(a + b)\nexit()",
+            0.0,
+            1.0,
+        ),
+        // verl's wrapper makes top-level names locals of `code()`: `global` finds nothing.
+        (
+            "t = 0\ndef add(x):\n    global t\n    t += x\nfor v in map(int, input().split()):\n    add(v)\nprint(t)",
+            0.0,
+            1.0,
         ),
     ];
-    for (code, want) in cases {
+    for (code, prime, judged) in cases {
         let got = score(&rt, &fenced(code), row.clone()).await;
-        assert_eq!(got, *want, "{code}");
+        assert_eq!(got, *prime, "prime_code: {code}");
+        let got = score(&rt, &fenced(code), judge.clone()).await;
+        assert_eq!(got, *judged, "judge: {code}");
     }
     // No fence: the whole completion is the program, as prime_code takes it.
     let bare = score(&rt, "a, b = map(int, input().split())\nprint(a + b)", row).await;

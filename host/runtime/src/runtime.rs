@@ -141,6 +141,18 @@ pub const SNAPSHOT_MAX_BYTES: u64 = 40 << 20;
 /// Bytes of each snapshot-pool memory kept resident and restored by copying the image back.
 pub const SNAPSHOT_KEEP_RESIDENT_BYTES: usize = 40 << 20;
 
+/// The native stack an interpreter's call may use (the snapshot pool; 1 MiB elsewhere). A Python
+/// recursion through C (an `lru_cache`d function) takes ~1.5 KiB of it a level: 1 MiB ended
+/// such a recursion ~600 levels deep in a stack-overflow trap. With 8 MiB, componentize-py's
+/// CPython reaches the end of its own C stack first (1 MiB in linear memory, ~2,000 such
+/// levels) and raises `RecursionError`, which the program sees.
+pub const SNAPSHOT_WASM_STACK_BYTES: usize = 8 << 20;
+
+/// Bytes at the top of a snapshot-pool fiber stack kept resident between calls (zeroed); the
+/// rest is given back to the kernel after each call, so a deep recursion holds its pages only
+/// while it runs.
+const SNAPSHOT_STACK_KEEP_RESIDENT_BYTES: usize = 256 << 10;
+
 /// The wasmtime engines, linkers and component cache shared by every load and every episode.
 pub struct Runtime {
     /// The default pool (pages reset by PAGEMAP_SCAN) and its engine.
@@ -700,16 +712,28 @@ fn names_or_none(names: &[String]) -> String {
     }
 }
 
-fn base_config(config: &RuntimeConfig) -> Config {
+fn base_config(config: &RuntimeConfig, kind: PoolKind) -> Config {
     let mut c = Config::new();
     c.epoch_interruption(true);
     c.consume_fuel(config.fuel);
     c.wasm_component_model(true);
-    c.max_wasm_stack(1 << 20);
-    c.async_stack_size(2 << 20);
-    // Fiber stacks are not zeroed between uses (wasmtime's default): guests cannot address the
-    // native stack, and zeroing cost ~6 µs per instance here (`rollbox-bench sandbox`).
-    c.async_stack_zeroing(false);
+    match kind {
+        PoolKind::Default => {
+            c.max_wasm_stack(1 << 20);
+            c.async_stack_size(2 << 20);
+            // Fiber stacks are not zeroed between uses (wasmtime's default): guests cannot
+            // address the native stack, and zeroing cost ~6 µs per instance here
+            // (`rollbox-bench sandbox`).
+            c.async_stack_zeroing(false);
+        }
+        PoolKind::Snapshot => {
+            c.max_wasm_stack(SNAPSHOT_WASM_STACK_BYTES);
+            c.async_stack_size(SNAPSHOT_WASM_STACK_BYTES + (1 << 20));
+            // Zeroed so that the pool can give back what a deep call touched past the
+            // resident top (`async_stack_keep_resident`): an interpreter's call costs ms.
+            c.async_stack_zeroing(true);
+        }
+    }
     // `ROLLBOX_WASM_PERFMAP=1` writes /tmp/perf-<pid>.map so that `perf report` names guest
     // functions (for profiling components; off by default).
     if std::env::var_os("ROLLBOX_WASM_PERFMAP").is_some_and(|v| v == "1") {
@@ -774,20 +798,23 @@ fn build_engine(config: &RuntimeConfig, kind: PoolKind) -> anyhow::Result<(Engin
             PoolKind::Default => config.keep_resident_bytes,
             PoolKind::Snapshot => SNAPSHOT_KEEP_RESIDENT_BYTES,
         });
-        let mut c = base_config(config);
+        if kind == PoolKind::Snapshot {
+            pool.async_stack_keep_resident(SNAPSHOT_STACK_KEEP_RESIDENT_BYTES);
+        }
+        let mut c = base_config(config, kind);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         match Engine::new(&c) {
             Ok(engine) => return Ok((engine, true)),
             Err(e) if kind == PoolKind::Snapshot => {
                 tracing::warn!("no snapshot pool ({e}); large components use the default pool");
-                return Ok((Engine::new(&base_config(config))?, false));
+                return Ok((Engine::new(&base_config(config, kind))?, false));
             }
             Err(e) => tracing::warn!(
                 "pooling allocator unavailable ({e}); falling back to on-demand instance allocation"
             ),
         }
     }
-    let engine = Engine::new(&base_config(config))
+    let engine = Engine::new(&base_config(config, kind))
         .map_err(anyhow::Error::from)
         .context("creating the wasmtime engine")?;
     Ok((engine, false))

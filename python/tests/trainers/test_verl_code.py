@@ -46,6 +46,13 @@ CASES = [
     (fenced("def pair(a, b):\n    return [a, b]"), CALL),
     (fenced("def pair(a, b):\n    return [b, a]"), CALL),
     (fenced("def other(a, b):\n    return [a, b]"), CALL),
+    # verl's harness conditions, which prime_code reproduces.
+    (fenced("a, b = map(int, input().split())\nprint(a + b)\nexit()"), STDIO),
+    (fenced("t = 0\ndef add(x):\n    global t\n    t += x\nfor v in map(int, input().split()):\n    add(v)\nprint(t)"), STDIO),
+    (fenced("import os\nprint(sum(map(int, os.read(0, 1 << 16).split())))"), STDIO),
+    (fenced("print(sum(map(int, open(0).read().split())))"), STDIO),
+    (fenced("def pair(a, b):\n    return [a, b] if a == 1 else [0, 0]"), CALL),
+    (fenced("def pair(a, b):\n    return [(a, b)]"), CALL),
 ]
 
 
@@ -70,12 +77,13 @@ def test_code_scores_agree_with_verls_prime_code(completion, ground_truth):
     assert got["score"] == pytest.approx(want), (got, want)
 
 
-def test_stdin_buffer_is_a_documented_difference():
-    """verl's harness gives the program a stdin without `buffer` (a runtime error); an honest
-    grader feeds it."""
+def test_stdin_buffer_scores_as_verl_under_prime_code_and_is_read_by_judge():
+    """verl's harness gives the program a stdin without `buffer` (a runtime error): that is
+    `prime_code`'s score too; `judge` feeds it, as an online judge does."""
     completion = fenced("import sys\nprint(sum(map(int, sys.stdin.buffer.read().split())))")
     assert float(default_compute_score("codecontests", completion, STDIO)) == 0.0
-    assert ours(completion, STDIO)["score"] == 1.0
+    assert ours(completion, STDIO)["score"] == 0.0
+    assert ours(completion, STDIO, code_reward={"semantics": "judge"})["score"] == 1.0
 
 
 def test_a_looping_program_costs_its_case_timeout_not_verls_fifteen_seconds():

@@ -56,7 +56,9 @@ import traceback
 
 # The standard library modules model code reaches for, imported here so they are part of the
 # pre-initialised snapshot: importing them in a snippet is a lookup in sys.modules.
+import abc  # noqa: F401
 import array  # noqa: F401
+import atexit
 import base64  # noqa: F401
 import binascii  # noqa: F401
 import bisect  # noqa: F401
@@ -71,6 +73,8 @@ import decimal  # noqa: F401
 import difflib  # noqa: F401
 import enum  # noqa: F401
 import fractions  # noqa: F401
+import gc  # noqa: F401
+import graphlib  # noqa: F401
 import functools  # noqa: F401
 import hashlib  # noqa: F401
 import heapq  # noqa: F401
@@ -79,15 +83,19 @@ import math  # noqa: F401
 import numbers  # noqa: F401
 import operator  # noqa: F401
 import pprint  # noqa: F401
+import queue  # noqa: F401
 import random  # noqa: F401
 import re  # noqa: F401
 import statistics  # noqa: F401
 import string  # noqa: F401
 import struct  # noqa: F401
 import textwrap  # noqa: F401
+import threading  # noqa: F401 - runs a thread to its end at start() (threads.py)
 import time  # noqa: F401
+import types  # noqa: F401
 import typing  # noqa: F401
 import unicodedata  # noqa: F401
+import weakref  # noqa: F401
 
 try:
     # `ast.unparse` (the assert modes) imports this on first use from CPython 3.14 on: imported
@@ -97,6 +105,9 @@ except ImportError:  # CPython before 3.14
     pass
 
 import assert_cases
+import prime_harness
+import stdio
+import threads
 import wit_world
 from componentize_py_types import Err
 
@@ -107,7 +118,7 @@ MAX_CODE_CHARS = 65536
 MAX_STDIN_CHARS = 16 << 20
 # Cases one assert mode call takes (a row has as many as its ground truth).
 MAX_ASSERT_CASES = 4096
-MARKER = "...(truncated)..."
+MARKER = stdio.MARKER
 
 # The modules the APPS test harness (and verl's prime_code after it) star-imports and imports
 # ahead of every program, in its order, then its recursion limit.
@@ -230,18 +241,19 @@ def _exit_code(e):
     return 1
 
 
-def _program(code, stdin, prelude, call, cap, evaluate=None):
+def _program(code, stdin, prelude, call, cap, evaluate=None, harness=None):
     """Run `code` as a program (see the module's doc); then, when it ran to its end or exited
     with 0, the parts in `evaluate`."""
-    out, err = _Capped(cap), _Capped(cap)
     result = {
         "ok": True, "phase": "compile", "exit_code": 0, "exited": False, "stdout": "",
         "stderr": "", "result": None, "error_type": None, "error": None, "truncated": False,
         "stdout_truncated": False, "evaluated": None,
     }
-    saved = sys.stdin, sys.stdout, sys.stderr
-    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8", "surrogatepass")), encoding="utf-8")
-    sys.stdout, sys.stderr = out, err
+    if harness == "prime_code":
+        prime_harness.run(code, stdin, call, _PRELUDE_SCOPE, _PRELUDE_STAND_IN,
+                          _PRELUDE_RECURSION_LIMIT, cap, result)
+        return result
+    streams = stdio.Streams(stdin.encode("utf-8", "surrogatepass"), cap).install(sys)
     if prelude:
         scope = dict(_PRELUDE_SCOPE)
         # `from sys import *` bound the streams of its time; the prelude run here would bind
@@ -284,6 +296,9 @@ def _program(code, stdin, prelude, call, cap, evaluate=None):
             result["exit_code"] = 1
             result["error_type"] = type(e).__name__
             result["error"] = _error_text(e)
+        # What CPython does at exit: the program's exit handlers, then the streams flushed.
+        _run_exit_handlers()
+        streams.finish(sys)
         if evaluate is not None and result["ok"] and result["phase"] == "run":
             # An exit cannot skip the assertions: they run on what the program defined. What
             # comes back is data only (see assert_cases.evaluate).
@@ -292,12 +307,22 @@ def _program(code, stdin, prelude, call, cap, evaluate=None):
             except BaseException as e:  # noqa: BLE001 - no values: the cases fail
                 result["error"] = _error_text(e)
     finally:
-        sys.stdin, sys.stdout, sys.stderr = saved
-    result["stdout"] = out.text()
-    result["stderr"] = err.text()
-    result["truncated"] = out.dropped or err.dropped
-    result["stdout_truncated"] = out.dropped
+        streams.finish(sys)
+        streams.restore(sys)
+    result["stdout"] = streams.out.text(MARKER)
+    result["stderr"] = streams.err.text(MARKER)
+    result["truncated"] = streams.out.dropped or streams.err.dropped
+    result["stdout_truncated"] = streams.out.dropped
     return result
+
+
+def _run_exit_handlers():
+    """The functions the program registered with `atexit`, as CPython runs them at exit (an
+    error in one is reported on stderr and the next runs)."""
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - the program's handlers may raise anything
+        pass
 
 
 def _program_args(parsed):
@@ -313,8 +338,17 @@ def _program_args(parsed):
     cap = parsed.get("max_output_chars", MAX_OUTPUT_CHARS)
     if not isinstance(cap, int) or isinstance(cap, bool) or not 2 <= cap <= MAX_PROGRAM_OUTPUT_CHARS:
         raise Err(f"`max_output_chars` must be an integer from 2 to {MAX_PROGRAM_OUTPUT_CHARS}")
+    harness = parsed.get("harness")
+    if harness not in (None, "prime_code"):
+        raise Err('`harness` must be "prime_code" or absent')
     call = parsed.get("call")
-    if call is not None:
+    if call is not None and harness is not None:
+        if not (isinstance(call, dict) and isinstance(call.get("fn_name"), str)
+                and isinstance(call.get("inputs"), str)):
+            raise Err('under `harness`, `call` is {"fn_name": "solve", "inputs": "1\\n[2, 3]"}: '
+                      "the test's input text, one JSON argument a line")
+        call = {"fn_name": call["fn_name"], "inputs": call["inputs"]}
+    elif call is not None:
         if not isinstance(call, dict) or not isinstance(call.get("fn_name"), str):
             raise Err('`call` needs `fn_name`, a string: {"fn_name": "solve", "args": [1, 2]}')
         args = call.get("args", [])
@@ -327,7 +361,9 @@ def _program_args(parsed):
     evaluate = parsed.get("evaluate")
     if evaluate is not None:
         evaluate = _steps(evaluate)
-    return stdin, prelude, call, cap, evaluate
+        if harness is not None:
+            raise Err("`evaluate` and `harness` do not go together")
+    return stdin, prelude, call, cap, evaluate, harness
 
 
 def _steps(steps):
@@ -388,6 +424,18 @@ def _assert_mode(mode, parsed, code):
     return _clean(assert_cases.check, code, cases, base)
 
 
+def _call_cases(parsed):
+    """`prime-call-check`'s cases, checked."""
+    cases = parsed.get("cases")
+    if not (isinstance(cases, list) and len(cases) <= MAX_ASSERT_CASES and all(
+            isinstance(c, dict) and isinstance(c.get("value"), str)
+            and isinstance(c.get("expected"), str)
+            and len(c["expected"]) <= prime_harness.MAX_EXPECTED_CHARS for c in cases)):
+        raise Err(f"`cases` must be a list of at most {MAX_ASSERT_CASES} "
+                  '{"value": the encoded result, "expected": the expected JSON text}')
+    return cases
+
+
 class WitWorld(wit_world.WitWorld):
     def describe(self) -> str:
         return json.dumps({
@@ -419,6 +467,8 @@ class WitWorld(wit_world.WitWorld):
         mode = parsed.get("mode")
         if mode in ("assert-plan", "assert-check"):
             return _dumps(_assert_mode(mode, parsed, code))
+        if mode == "prime-call-check":
+            return _dumps(_clean(prime_harness.check_calls, _call_cases(parsed)))
         if "stdin" in parsed or "call" in parsed:
             return _dumps(_program(code, *_program_args(parsed)))
         return _dumps(_run(code))

@@ -15,15 +15,21 @@
 
 pub mod asserts;
 pub mod compare;
+pub mod prime;
 
 use serde_json::{Value, json};
 
-/// How a completion is scored: verl's two code scorers.
+/// How a completion is scored: verl's two code scorers, or as an online judge grades.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Semantics {
-    /// verl's `prime_code`: the APPS harness's imports before the program, its forgiving
-    /// output comparison, the first 10 cases scored.
+    /// verl's `prime_code`, its scores: each run under the conditions verl's harness gives a
+    /// program, its two passes and its partial credit ([`prime`]).
     PrimeCode,
+    /// As an online judge grades: the program as written, each case in a fresh instance with
+    /// the case's input on stdin, `prime_code`'s forgiving output comparison and the APPS
+    /// imports, the fraction of the first 10 cases passed, call-based problems and
+    /// `assert_case` included.
+    Judge,
     /// verl's `sandbox_fusion` scorer: the program as written, outputs exact but for trailing
     /// newlines; `continuous` scores the first 10 cases, else all.
     SandboxFusion { continuous: bool },
@@ -44,7 +50,7 @@ pub struct Options {
 }
 
 impl Options {
-    /// Read `data.code_reward` (`semantics`: `prime_code` | `sandbox_fusion`, `continuous`,
+    /// Read `data.code_reward` (`semantics`: `prime_code` | `judge` | `sandbox_fusion`, `continuous`,
     /// `runner`, `max_output_chars`); defaults for what is absent.
     pub fn from_row(data: &Value) -> Result<Options, String> {
         let o = &data["code_reward"];
@@ -58,10 +64,11 @@ impl Options {
         };
         let semantics = match o["semantics"].as_str().unwrap_or("prime_code") {
             "prime_code" => Semantics::PrimeCode,
+            "judge" => Semantics::Judge,
             "sandbox_fusion" => Semantics::SandboxFusion { continuous },
             other => {
                 return Err(format!(
-                    "`code_reward.semantics` is `{other}`; use `prime_code` or `sandbox_fusion`"
+                    "`code_reward.semantics` is `{other}`; use `prime_code`, `judge` or `sandbox_fusion`"
                 ));
             }
         };
@@ -92,7 +99,7 @@ pub fn extract(completion: &str, semantics: Semantics) -> Option<String> {
         tail.split("```").next().unwrap_or(tail).to_string()
     };
     match semantics {
-        Semantics::PrimeCode => Some(after_py(completion)),
+        Semantics::PrimeCode | Semantics::Judge => Some(after_py(completion)),
         Semantics::SandboxFusion { .. } => {
             if completion.contains(PY) {
                 return Some(after_py(completion));
@@ -242,7 +249,7 @@ impl CaseResult {
     /// SandboxFusion's runtime error (-2).
     pub fn raised(semantics: Semantics) -> CaseResult {
         match semantics {
-            Semantics::PrimeCode => CaseResult::Error,
+            Semantics::PrimeCode | Semantics::Judge => CaseResult::Error,
             Semantics::SandboxFusion { .. } => CaseResult::NotRun,
         }
     }
@@ -254,7 +261,7 @@ impl CaseResult {
             (CaseResult::Fail, _) => json!(false),
             (CaseResult::Error, _) => json!(-1),
             (CaseResult::NotRun, _) => json!(-2),
-            (CaseResult::Timeout, Semantics::PrimeCode) => json!(-1),
+            (CaseResult::Timeout, Semantics::PrimeCode | Semantics::Judge) => json!(-1),
             (CaseResult::Timeout, Semantics::SandboxFusion { .. }) => json!(-3),
         }
     }
@@ -264,7 +271,7 @@ impl CaseResult {
 /// before every program; SandboxFusion's call-based wrapper has the same star imports (its
 /// stdio programs run as written).
 pub fn prelude(tests: &Tests, opts: &Options) -> bool {
-    opts.semantics == Semantics::PrimeCode || tests.fn_name.is_some()
+    opts.semantics == Semantics::Judge || tests.fn_name.is_some()
 }
 
 /// The runner's arguments for case `i` of `tests` (python-exec's program mode) as JSON text,
@@ -335,7 +342,9 @@ pub fn case_args(
                 fn_name: f,
                 args,
                 solution_class: match opts.semantics {
-                    Semantics::PrimeCode => json!(program.contains("class Solution")),
+                    Semantics::PrimeCode | Semantics::Judge => {
+                        json!(program.contains("class Solution"))
+                    }
                     Semantics::SandboxFusion { .. } => json!("fallback"),
                 },
             }),
@@ -365,7 +374,7 @@ pub fn judge(run: Result<&str, bool>, tests: &Tests, i: usize, semantics: Semant
     }
     let ok = out["ok"] == json!(true);
     let compiled = out["phase"] == json!("run");
-    let prime = semantics == Semantics::PrimeCode;
+    let prime = semantics == Semantics::Judge;
     if !compiled {
         return CaseResult::NotRun;
     }
@@ -380,7 +389,7 @@ pub fn judge(run: Result<&str, bool>, tests: &Tests, i: usize, semantics: Semant
     let stdout = out["stdout"].as_str().unwrap_or("");
     let expected = &tests.outputs[i];
     match (&tests.fn_name, semantics) {
-        (None, Semantics::PrimeCode) => {
+        (None, Semantics::PrimeCode | Semantics::Judge) => {
             let Value::String(want) = expected else {
                 return CaseResult::Error;
             };
@@ -399,7 +408,7 @@ pub fn judge(run: Result<&str, bool>, tests: &Tests, i: usize, semantics: Semant
                 return CaseResult::Error;
             };
             match semantics {
-                Semantics::PrimeCode => {
+                Semantics::PrimeCode | Semantics::Judge => {
                     let want = match expected {
                         Value::String(s) => match compare::parse_json(s) {
                             Ok(v) => v,
@@ -439,7 +448,7 @@ fn pass(ok: bool) -> CaseResult {
 /// The cases to run: those that count toward the score.
 pub fn cases_to_run(tests: &Tests, semantics: Semantics) -> usize {
     match semantics {
-        Semantics::PrimeCode | Semantics::SandboxFusion { continuous: true } => {
+        Semantics::PrimeCode | Semantics::Judge | Semantics::SandboxFusion { continuous: true } => {
             tests.inputs.len().min(SCORED_CASES)
         }
         Semantics::SandboxFusion { continuous: false } => tests.inputs.len(),
@@ -466,7 +475,8 @@ mod component {
 
     use crate::asserts::{self, MAX_ASSERT_CALL_BYTES, MAX_ASSERT_CALL_CASES, Plan};
     use crate::{
-        CaseResult, Options, Tests, case_args, cases_to_run, extract, judge, prelude, score,
+        CaseResult, Options, Semantics, Tests, case_args, cases_to_run, extract, judge, prelude,
+        prime, score,
     };
 
     struct Code;
@@ -570,6 +580,9 @@ mod component {
                 log::stat("code/no_program", 1.0);
                 return Ok(0.0);
             };
+            if opts.semantics == Semantics::PrimeCode {
+                return score_prime(&program, &tests, &opts);
+            }
             let n = cases_to_run(&tests, opts.semantics);
             let prelude = prelude(&tests, &opts);
             // Why a case's assertion failed or could not be checked, by case.
@@ -682,6 +695,101 @@ mod component {
         }
     }
 
+    /// verl's `prime_code` score ([`crate::prime`]): the first pass (call-based: every case
+    /// called, the results checked in a clean instance), then, unless every case passed, the
+    /// first 10 cases each run as a stdio program.
+    fn score_prime(
+        program: &str,
+        tests: &Tests,
+        opts: &Options,
+    ) -> Result<f64, rollbox_sdk::Error> {
+        if !prime::has_io_cases(tests) {
+            log::log(
+                log::Level::Info,
+                "prime_code reads only `inputs` and `outputs`, and the row has `assert_case` alone: score 0 (`code_reward.semantics` `judge` or `sandbox_fusion` runs them)",
+            );
+            log::stat("code/cases", 0.0);
+            return Ok(0.0);
+        }
+        let cap = opts.max_output_chars;
+        if let Some(fn_name) = &tests.fn_name {
+            let inputs: Vec<Option<String>> = tests.inputs.iter().map(prime::input_text).collect();
+            let args = inputs
+                .iter()
+                .flatten()
+                .map(|text| prime::call_args(program, fn_name, text, cap))
+                .collect();
+            let mut all_ran = inputs.iter().all(Option::is_some);
+            let mut to_check = Vec::new();
+            if all_ran {
+                for (i, ran) in run_all(&opts.runner, args)?.into_iter().enumerate() {
+                    let run = prime::read_run(reply(&ran));
+                    match (run, &tests.outputs[i]) {
+                        (prime::Run::Ran { value: Some(v), .. }, Value::String(want)) => {
+                            to_check.push((v, want.clone()));
+                        }
+                        _ => {
+                            all_ran = false;
+                            break;
+                        }
+                    }
+                }
+            }
+            if all_ran {
+                let verdicts =
+                    match run_all(&opts.runner, vec![prime::check_args(&to_check)])?.pop() {
+                        Some(Ran::Output(text)) => prime::parse_check(&text, to_check.len()),
+                        Some(ran) => Err(no_reply("prime-call-check", &ran)),
+                        None => Err("prime-call-check gave no reply".into()),
+                    };
+                match verdicts {
+                    Ok(v) if v.iter().all(|p| *p) => {
+                        log::log(
+                            log::Level::Info,
+                            &json!({ "cases": vec![true; v.len()] }).to_string(),
+                        );
+                        log::stat("code/cases", v.len() as f64);
+                        log::stat("code/passed", v.len() as f64);
+                        return Ok(1.0);
+                    }
+                    Ok(_) => {}
+                    Err(why) => log::log(log::Level::Warn, &why),
+                }
+            }
+        }
+        // The second pass: each of the first 10 cases as a stdio program (a call-based one too:
+        // verl drops `fn_name` here), its arguments' text as stdin.
+        let n = prime::second_pass_cases(tests);
+        let mut results = vec![CaseResult::Error; n];
+        let mut args = Vec::new();
+        let mut index = Vec::new();
+        for (i, input) in tests.inputs[..n].iter().enumerate() {
+            if let Some(stdin) = prime::input_text(input) {
+                args.push(prime::stdio_args(program, &stdin, opts.max_output_chars));
+                index.push(i);
+            }
+        }
+        for (i, ran) in index.into_iter().zip(run_all(&opts.runner, args)?) {
+            results[i] = prime::judge_stdio(&prime::read_run(reply(&ran)), &tests.outputs[i]);
+        }
+        let codes: Vec<Value> = results.iter().map(|r| r.code(opts.semantics)).collect();
+        log::log(log::Level::Info, &json!({ "cases": codes }).to_string());
+        log::stat("code/cases", results.len() as f64);
+        log::stat(
+            "code/passed",
+            results.iter().filter(|r| **r == CaseResult::Pass).count() as f64,
+        );
+        Ok(score(&results))
+    }
+
+    fn reply(ran: &Ran) -> Result<&str, bool> {
+        match ran {
+            Ran::Output(text) => Ok(text.as_str()),
+            Ran::TimedOut => Err(true),
+            Ran::Failed => Err(false),
+        }
+    }
+
     rollbox_sdk::export_reward!(Code);
 }
 
@@ -691,7 +799,7 @@ mod tests {
 
     #[test]
     fn extraction_as_verl() {
-        let p = Semantics::PrimeCode;
+        let p = Semantics::Judge;
         let sf = Semantics::SandboxFusion { continuous: true };
         let t = "Here:\n```python\nprint(1)\n```\nand\n```python\nprint(2)\n```\n";
         assert_eq!(extract(t, p).as_deref(), Some("\nprint(2)\n"));
@@ -800,7 +908,7 @@ mod tests {
             CaseResult::raised(Semantics::SandboxFusion { continuous: true }),
             CaseResult::NotRun
         );
-        assert_eq!(CaseResult::raised(Semantics::PrimeCode), CaseResult::Error);
+        assert_eq!(CaseResult::raised(Semantics::Judge), CaseResult::Error);
     }
 
     #[test]
@@ -813,7 +921,7 @@ mod tests {
                    "exited": exited, "truncated": false})
             .to_string()
         };
-        let p = Semantics::PrimeCode;
+        let p = Semantics::Judge;
         assert_eq!(
             judge(Ok(&run("3\n", true, "run", Value::Null)), &t, 0, p),
             CaseResult::Pass
