@@ -5,6 +5,11 @@ run, A/B interleaved for `--rounds` rounds.
 
 Inputs, each a 2-case stdin problem: a program that passes, one that fails (a wrong answer),
 and `while True: pass` (once per side: verl's default timeouts, 10 s per case here).
+With `--real`, real programs instead (`tests/fixtures/rewards/code_real_corpus.jsonl`: HumanEval,
+MBPP and APPS problems with their own and mutated solutions, `real()` below): each pair scored
+by both sides one after the other, the side that goes first alternating, and per pair the
+ratio of verl's time to rollbox's (p10/p50/p90), with where a case's time goes in rollbox.
+
 Prints per call (2 cases) p50/p99 at 1 in flight, cases/s with 1 and 64 calls in flight
 (rollbox: 64 awaited at once; verl: a 64-thread pool, as verl's `naive` manager runs a sync
 scorer), the looping program's wall time, the process's peak RSS growth, rollbox's host RSS
@@ -133,9 +138,14 @@ def main() -> None:
     ap.add_argument("--burst", type=int, default=128, help="calls in the 64-in-flight burst")
     ap.add_argument("--no-loop", action="store_true", help="skip the looping program")
     ap.add_argument("--breakdown-only", action="store_true", help="only where rollbox's time goes")
+    ap.add_argument("--real", action="store_true", help="real programs from the real-data corpus")
+    ap.add_argument("--pairs", type=int, default=200, help="--real: pairs scored (evenly spread)")
     a = ap.parse_args()
     if a.breakdown_only:
         breakdown(a.python_exec)
+        return
+    if a.real:
+        real(a.python_exec, a.pairs)
         return
 
     base = rss_mib()
@@ -182,6 +192,103 @@ def main() -> None:
         f"{grow:.0f} MiB, {grow / 64:.2f} MiB per call in flight (a call runs at most 4 cases at once)"
     )
     breakdown(a.python_exec)
+
+
+def real(python_exec: str, n: int) -> None:
+    """Real programs: per pair, rollbox's `compute_score` and verl's `default_compute_score`
+    (`prime_code`) in turn, alternating which goes first; the ratio of their times per pair."""
+    corpus = ROOT / "tests/fixtures/rewards/code_real_corpus.jsonl"
+    entries = [json.loads(line) for line in corpus.read_text().splitlines() if line.strip()]
+    step = max(1, len(entries) // n)
+    picked = entries[::step][:n]
+    ours, theirs = Rollbox(python_exec), Verl()
+    ours.one(fenced(PROGRAMS["pass"]))  # warm: the component cache, verl's first fork
+    theirs.one(fenced(PROGRAMS["pass"]))
+
+    def rollbox_side(e):
+        async def go():
+            r = await ours.compute_score(
+                "codecontests", e["completion"], e["ground_truth"], python_exec=python_exec
+            )
+            return r["score"]
+
+        return ours.loop.run_until_complete(go())
+
+    def verl_side(e):
+        return float(theirs.score("codecontests", e["completion"], e["ground_truth"]))
+
+    times = {"rollbox": [], "verl": []}
+    ratios, agree = [], 0
+    by_kind: dict[str, list[float]] = {}
+    for i, e in enumerate(picked):
+        order = [("rollbox", rollbox_side), ("verl", verl_side)]
+        if i % 2:
+            order.reverse()
+        got = {}
+        for name, side in order:
+            t = time.perf_counter()
+            got[name] = side(e)
+            times[name].append(time.perf_counter() - t)
+        agree += abs(got["rollbox"] - got["verl"]) < 1e-9
+        ratio = times["verl"][-1] / times["rollbox"][-1]
+        ratios.append(ratio)
+        by_kind.setdefault(e["kind"], []).append(ratio)
+    print(f"code rewards on real programs: {len(picked)} pairs of {len(entries)} ({corpus.name}), "
+          "each scored by both sides in turn, the first alternating")
+    print(f"{'side':<16} {'p10 ms':>8} {'p50 ms':>8} {'p90 ms':>8} {'total s':>8}")
+    for name, xs in times.items():
+        print(f"{name:<16} {pct(xs, 0.1) * 1e3:>8.1f} {statistics.median(xs) * 1e3:>8.1f} "
+              f"{pct(xs, 0.9) * 1e3:>8.1f} {sum(xs):>8.1f}")
+    print(f"verl / rollbox per pair: p10 {pct(ratios, 0.1):.0f}x, p50 {statistics.median(ratios):.0f}x, "
+          f"p90 {pct(ratios, 0.9):.0f}x; in total {sum(times['verl']) / sum(times['rollbox']):.0f}x")
+    for kind, xs in sorted(by_kind.items()):
+        print(f"  {kind:<6} {len(xs):>4} pairs: p50 {statistics.median(xs):.0f}x")
+    print(f"scores equal on {agree}/{len(picked)} pairs (prime_code)")
+    real_breakdown(python_exec, picked)
+
+
+def real_breakdown(python_exec: str, picked: list[dict], n: int = 40) -> None:
+    """Where a real case's time goes inside python-exec (p50 of `wall_s` over the first case of
+    `n` pairs): the instance and harness (an empty program), the program's own imports, the
+    whole program on the case."""
+    import ast as pyast
+
+    import rollbox
+
+    c = rollbox.Components(
+        tools={"python": {"path": python_exec, "timeout": "10s", "max_boundary_bytes": "16MiB"}}
+    )
+
+    def imports_of(code: str) -> str:
+        try:
+            tree = pyast.parse(code)
+        except SyntaxError:
+            return ""
+        return "\n".join(pyast.unparse(s) for s in tree.body if isinstance(s, (pyast.Import, pyast.ImportFrom)))
+
+    async def run():
+        rows = {"instance + harness": [], "+ the program's imports": [], "the whole program": []}
+        for e in picked[::max(1, len(picked) // n)][:n]:
+            gt = json.loads(e["ground_truth"])
+            program = e["completion"].split("```python")[-1].split("```")[0]
+            if "fn_name" in gt:
+                base = {"stdin": "", "harness": "prime_code",
+                        "call": {"fn_name": gt["fn_name"], "inputs": gt["inputs"][0]}}
+            else:
+                base = {"stdin": gt["inputs"][0], "harness": "prime_code"}
+            for label, code in [("instance + harness", ""),
+                                ("+ the program's imports", imports_of(program)),
+                                ("the whole program", program)]:
+                args = dict(base, code=code)
+                if "call" in args and code != program:
+                    args = {"code": code, "stdin": "", "harness": "prime_code"}
+                r = await c.call_tool("python", args)
+                rows[label].append(r["wall_s"])
+        print(f"{'one case inside python-exec, p50 of ' + str(len(rows['the whole program'])):<40} {'ms':>6}")
+        for label, xs in rows.items():
+            print(f"{label:<40} {statistics.median(xs) * 1e3:>6.2f}")
+
+    asyncio.run(run())
 
 
 def breakdown(python_exec: str, n: int = 50) -> None:

@@ -81,7 +81,9 @@ def _call_in_process(code, stdin, run_timeout, memory_limit_mb, language):
         components = _runner(run_timeout, memory_limit_mb)
     except ValueError as e:
         return None, str(e)
-    args = {"code": code, "stdin": stdin or "", "max_output_chars": _OUTPUT_CHARS}
+    # stdin through a pipe, as SandboxFusion gives it (`os.fstat(0).st_size` is 0 there too).
+    args = {"code": code, "stdin": stdin or "", "max_output_chars": _OUTPUT_CHARS,
+            "stdin_kind": "pipe"}
 
     async def call():
         return await components.call_tool("python", args)

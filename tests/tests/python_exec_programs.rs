@@ -174,6 +174,36 @@ async fn programs_read_and_write_as_under_cpython() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// SandboxFusion's stdin is a pipe (`"stdin_kind": "pipe"`): `os.fstat(0).st_size` is 0 there, and
+/// a read returns at most a pipe's 64 KiB; a judge's is a file.
+#[tokio::test]
+async fn stdin_is_a_file_or_a_pipe() {
+    if !rollbox_tests::built(c::PYTHON_EXEC_TOOL) {
+        return;
+    }
+    let rt = runtime();
+    let tool = rt
+        .load_tool(Path::new(c::PYTHON_EXEC_TOOL))
+        .expect("python-exec loads");
+    let code = "import os, stat\nst = os.fstat(0)\nfirst = os.read(0, 1 << 20)\nprint(st.st_size, stat.S_ISFIFO(st.st_mode), len(first))";
+    let stdin = "x".repeat(100_000);
+    for (kind, want) in [
+        ("file", "100000 False 100000\n"),
+        ("pipe", "0 True 65536\n"),
+    ] {
+        let r = rt
+            .call_tool(
+                &tool,
+                "python".into(),
+                json!({"code": code, "stdin": stdin, "stdin_kind": kind}).to_string(),
+                limits(),
+            )
+            .await;
+        let out: Value = serde_json::from_str(&r.result.expect("runs")).expect("JSON");
+        assert_eq!(out["stdout"], json!(want), "{kind}: {out}");
+    }
+}
+
 /// The same surfaces used to escape: each must end in the program's own error or a host
 /// limit, never in a file's, another case's or the host's bytes.
 #[tokio::test]

@@ -200,9 +200,15 @@ fn hostile() -> Vec<(&'static str, &'static str, Expect)> {
             "import multiprocessing\nmultiprocessing.Process(target=print).start()",
             Error(UNSUPPORTED),
         ),
+        // No thread starts: the target runs to its end in the instance's one thread.
         (
             "thread",
-            "import threading\nthreading.Thread(target=print).start()",
+            "import threading\nthreading.Thread(target=print, args=('ran',)).start()\nthreading.active_count()",
+            Ok(|r| r["stdout"] == "ran\n" && r["value"] == "1"),
+        ),
+        (
+            "raw thread",
+            "import _thread\n_thread.start_new_thread(print, ('x',))",
             Error(UNSUPPORTED),
         ),
         (

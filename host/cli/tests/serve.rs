@@ -981,6 +981,16 @@ fn serve_runs_code_as_sandbox_fusion_does() {
         assert_eq!(v["run_result"]["status"], "Finished");
         assert_eq!(v["run_result"]["return_code"], 0);
         assert_eq!(v["run_result"]["stdout"], "3\n");
+        // Read as competitive programs read (python-exec's descriptor 0), with `main` in a
+        // thread for its stack. stdin is a pipe, as SandboxFusion's: `st_size` is 0.
+        let (_, v) = run(verl(
+            "import os, sys, threading\ndef main():\n    data = os.read(0, 1 << 20).split()\n    sys.stdout.buffer.write(b'%d %d\\n' % (sum(map(int, data)), os.fstat(0).st_size))\nthreading.stack_size(1 << 26)\nt = threading.Thread(target=main)\nt.start()\nt.join()",
+            "4 5 6\n",
+            10.0,
+            1024,
+        ));
+        assert_eq!(v["status"], "Success", "{v}");
+        assert_eq!(v["run_result"]["stdout"], "15 0\n", "{v}");
 
         let (_, v) = run(verl("raise ValueError('no')", "", 10.0, 1024));
         assert_eq!(
@@ -1043,7 +1053,10 @@ fn serve_runs_code_as_sandbox_fusion_does() {
         }
         let (_, metrics) = http(&addr, "GET", "/metrics", "");
         let text = String::from_utf8_lossy(&metrics);
-        assert!(text.contains("rollbox_run_code_requests_total 9"), "{text}");
+        assert!(
+            text.contains("rollbox_run_code_requests_total 10"),
+            "{text}"
+        );
         assert!(text.contains("rollbox_run_code_failed_total 4"), "{text}");
     });
     child.kill().expect("stop serve");

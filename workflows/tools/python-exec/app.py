@@ -66,12 +66,14 @@ import calendar  # noqa: F401
 import cmath  # noqa: F401
 import collections  # noqa: F401
 import contextlib  # noqa: F401
+import csv  # noqa: F401
 import copy  # noqa: F401
 import dataclasses  # noqa: F401
 import datetime  # noqa: F401
 import decimal  # noqa: F401
 import difflib  # noqa: F401
 import enum  # noqa: F401
+import fnmatch  # noqa: F401
 import fractions  # noqa: F401
 import gc  # noqa: F401
 import graphlib  # noqa: F401
@@ -79,22 +81,28 @@ import functools  # noqa: F401
 import hashlib  # noqa: F401
 import heapq  # noqa: F401
 import itertools  # noqa: F401
+import logging  # noqa: F401
 import math  # noqa: F401
 import numbers  # noqa: F401
 import operator  # noqa: F401
+import pickle  # noqa: F401
 import pprint  # noqa: F401
 import queue  # noqa: F401
 import random  # noqa: F401
 import re  # noqa: F401
+import resource  # noqa: F401 - a stand-in: limits are the host's (resource.py)
+import secrets  # noqa: F401
 import statistics  # noqa: F401
 import string  # noqa: F401
 import struct  # noqa: F401
 import textwrap  # noqa: F401
 import threading  # noqa: F401 - runs a thread to its end at start() (threads.py)
 import time  # noqa: F401
+import timeit  # noqa: F401
 import types  # noqa: F401
 import typing  # noqa: F401
 import unicodedata  # noqa: F401
+import uuid  # noqa: F401
 import weakref  # noqa: F401
 
 try:
@@ -241,7 +249,7 @@ def _exit_code(e):
     return 1
 
 
-def _program(code, stdin, prelude, call, cap, evaluate=None, harness=None):
+def _program(code, stdin, prelude, call, cap, evaluate=None, harness=None, stdin_pipe=False):
     """Run `code` as a program (see the module's doc); then, when it ran to its end or exited
     with 0, the parts in `evaluate`."""
     result = {
@@ -253,7 +261,7 @@ def _program(code, stdin, prelude, call, cap, evaluate=None, harness=None):
         prime_harness.run(code, stdin, call, _PRELUDE_SCOPE, _PRELUDE_STAND_IN,
                           _PRELUDE_RECURSION_LIMIT, cap, result)
         return result
-    streams = stdio.Streams(stdin.encode("utf-8", "surrogatepass"), cap).install(sys)
+    streams = stdio.Streams(stdin.encode("utf-8", "surrogatepass"), cap, stdin_pipe).install(sys)
     if prelude:
         scope = dict(_PRELUDE_SCOPE)
         # `from sys import *` bound the streams of its time; the prelude run here would bind
@@ -363,7 +371,10 @@ def _program_args(parsed):
         evaluate = _steps(evaluate)
         if harness is not None:
             raise Err("`evaluate` and `harness` do not go together")
-    return stdin, prelude, call, cap, evaluate, harness
+    stdin_kind = parsed.get("stdin_kind", "file")
+    if stdin_kind not in ("file", "pipe"):
+        raise Err('`stdin_kind` must be "file" (a judge\'s `<input`) or "pipe" (SandboxFusion\'s)')
+    return stdin, prelude, call, cap, evaluate, harness, stdin_kind == "pipe"
 
 
 def _steps(steps):

@@ -8,7 +8,8 @@ a python-exec instance:
 
 * The program is a module named `tmp_sol` loaded after the APPS harness's imports (`from
   builtins import *` among them, after verl has set `builtins.exit`, `quit` and `help` to None:
-  `exit()` is a `TypeError`).
+  `exit()` is a `TypeError`), with verl's guard on: `os.getcwd`, `os.remove` and the like are
+  None, and `resource`, `subprocess`, `ctypes` (and a few others) cannot be imported.
 * stdio: the program is rewritten before it is loaded. A last statement `if __name__ ==
   '__main__':` (spelled so by `ast.unparse`) is replaced by its body; then every line that does
   not start with `from ` or `import ` is indented by a tab into `def code():`, which starts at
@@ -75,6 +76,96 @@ def module_source(program):
     return "".join(out)
 
 
+# Decorators a definition may carry and stay silent (the standard library's, which print nothing
+# when applied).
+_QUIET_DECORATORS = {"lru_cache", "cache", "staticmethod", "classmethod", "property",
+                     "cached_property", "wraps", "total_ordering", "dataclass"}
+
+
+def silent_as_stdio(program):
+    """Whether `program`, run as verl's second pass runs a call-based program (rewritten into
+    `def code():` and called), can print nothing: every top-level statement defines a function
+    or class, imports, binds a name to a literal or a name, or is a docstring or `pass`, with no
+    call but a quiet decorator's. The `code` reward then knows that pass scores 0 (unless an
+    expected output is blank) without running it. False whenever unsure."""
+    try:
+        tree = ast.parse(module_source(program))
+    except (SyntaxError, ValueError, RecursionError):
+        return True  # verl's -2 on every case: nothing printed
+    body = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "code":
+            body.extend(stmt.body)  # what the case runs
+        else:
+            body.append(stmt)
+    return all(_quiet(s) for s in body)
+
+
+def _quiet(stmt):
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass, ast.Global, ast.Nonlocal)):
+        return True
+    if isinstance(stmt, ast.Expr):
+        return isinstance(stmt.value, ast.Constant)
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        a = stmt.args
+        return (all(_quiet_decorator(d) for d in stmt.decorator_list)
+                and all(_literal(d) for d in a.defaults + [d for d in a.kw_defaults if d])
+                and all(_annotation(x.annotation) for x in a.posonlyargs + a.args + a.kwonlyargs
+                        + [x for x in (a.vararg, a.kwarg) if x])
+                and _annotation(stmt.returns) and not getattr(stmt, "type_params", None))
+    if isinstance(stmt, ast.ClassDef):
+        return (all(_quiet_decorator(d) for d in stmt.decorator_list)
+                and all(_literal(b) for b in stmt.bases) and not stmt.keywords
+                and not getattr(stmt, "type_params", None)
+                and all(_quiet(s) for s in stmt.body))
+    if isinstance(stmt, ast.Assign):
+        return all(isinstance(t, ast.Name) for t in stmt.targets) and _literal(stmt.value)
+    if isinstance(stmt, ast.AnnAssign):
+        return (isinstance(stmt.target, ast.Name) and _annotation(stmt.annotation)
+                and (stmt.value is None or _literal(stmt.value)))
+    return False
+
+
+def _quiet_decorator(d):
+    if isinstance(d, ast.Call):
+        return (_quiet_decorator(d.func) and all(_literal(a) for a in d.args)
+                and all(_literal(k.value) for k in d.keywords))
+    name = d.attr if isinstance(d, ast.Attribute) else d.id if isinstance(d, ast.Name) else None
+    return name in _QUIET_DECORATORS and _literal(d)
+
+
+def _annotation(a):
+    return a is None or _literal(a) or (
+        isinstance(a, ast.Subscript) and _literal(a.value) and _annotation_index(a.slice))
+
+
+def _annotation_index(x):
+    if isinstance(x, ast.Tuple):
+        return all(_annotation(e) for e in x.elts)
+    return _annotation(x)
+
+
+def _literal(e):
+    """A constant, a name, an attribute of one, or literal arithmetic and containers of those:
+    evaluating it calls nothing a program wrote (a name's lookup and arithmetic on constants)."""
+    if isinstance(e, (ast.Constant, ast.Name)):
+        return True
+    if isinstance(e, ast.Attribute):
+        return _literal(e.value)
+    if isinstance(e, ast.UnaryOp):
+        return isinstance(e.operand, ast.Constant)
+    if isinstance(e, ast.BinOp):
+        return isinstance(e.left, ast.Constant) and isinstance(e.right, ast.Constant) or (
+            isinstance(e.left, (ast.Constant, ast.BinOp)) and isinstance(e.right, ast.Constant)
+            and _literal(e.left))
+    if isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+        return all(_literal(x) for x in e.elts)
+    if isinstance(e, ast.Dict):
+        return all(k is not None and _literal(k) for k in e.keys) and all(
+            _literal(v) for v in e.values)
+    return False
+
+
 class _Discard(io.RawIOBase):
     def writable(self):
         return True
@@ -92,11 +183,28 @@ def _worker_streams():
     return stdin, out, err
 
 
+# What verl's guard sets to None before it loads a program: functions of `os`, and modules
+# (an import of one raises ImportError).
+_GUARD_OS = (
+    "kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid", "fork",
+    "forkpty", "killpg", "rename", "renames", "truncate", "replace", "unlink", "fchmod",
+    "fchown", "chmod", "chown", "chroot", "lchflags", "lchmod", "lchown", "getcwd", "chdir",
+)
+_GUARD_MODULES = ("ipdb", "joblib", "resource", "psutil", "tkinter", "subprocess", "ctypes")
+
+
 def _guard():
     """What verl disables before it loads a program (the parts a python-exec program can see)."""
+    import os
+
     builtins.exit = None
     builtins.quit = None
     builtins.help = None
+    os.environ["OMP_NUM_THREADS"] = "1"
+    for name in _GUARD_OS:
+        setattr(os, name, None)
+    for name in _GUARD_MODULES:
+        sys.modules[name] = None
 
 
 def _load(source, prelude_scope, stand_in, recursion_limit):
@@ -126,6 +234,7 @@ def run(code, stdin_text, call, prelude_scope, stand_in, recursion_limit, cap, r
     sys.stdin, sys.stdout, sys.stderr = worker_in, worker_out, worker_err
     captured = io.StringIO()
     errors = io.StringIO()
+    silent = call is not None and silent_as_stdio(code)
     try:
         try:
             source = code if call is not None else module_source(code)
@@ -141,6 +250,9 @@ def run(code, stdin_text, call, prelude_scope, stand_in, recursion_limit, cap, r
         result["phase"] = "run"
         if call is not None:
             _call(method, call, result, cap)
+            # Read from the text, before the program ran, and only ever used to skip a pass
+            # that would score 0: a program that forges it can only lower its own score.
+            result["silent"] = silent
         else:
             _stdio(method, stdin_text, worker_in, captured, errors, result)
     except BaseException as e:  # noqa: BLE001 - verl's worker dies: every case is -1

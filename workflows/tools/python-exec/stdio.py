@@ -1,7 +1,8 @@
 """A program's standard streams as CPython gives them when a judge runs `python3 prog.py <input`.
 
 File descriptors 0, 1 and 2 exist for the program, and nothing else does: fd 0 reads the case's
-input (a regular file's worth of bytes: `os.fstat(0).st_size` is its length), fds 1 and 2 write
+input, as a regular file (a judge's `<input`: `os.fstat(0).st_size` is its length) or as a pipe
+(SandboxFusion's: `st_size` is 0, a read returns at most 64 KiB), fds 1 and 2 write
 into what the caller gets back as stdout and stderr. Every surface competitive programmers read
 and write through reaches them: `input()`, `sys.stdin` and its `.buffer`, `sys.stdin.fileno()`,
 `os.read(0, n)`, `open(0)`, `io.open(0, 'rb')`, `os.fdopen(0)`, `print`, `sys.stdout.buffer`,
@@ -18,7 +19,7 @@ import builtins
 import io
 import os
 
-# Bytes a raw read moves at most per call (a buffered layer asks for less).
+# Bytes a raw read moves at most per call (a buffered layer asks for less); a pipe's capacity.
 _CHUNK = 1 << 16
 # Where a stream's middle was cut.
 MARKER = "...(truncated)..."
@@ -27,12 +28,15 @@ MARKER = "...(truncated)..."
 class Source:
     """The bytes behind fd 0 and the position every reader of fd 0 shares."""
 
-    def __init__(self, data):
+    def __init__(self, data, pipe=False):
         self.data = data
         self.pos = 0
+        self.pipe = pipe
 
     def take(self, n):
         start = self.pos
+        if self.pipe and n >= 0:
+            n = min(n, _CHUNK)
         end = len(self.data) if n < 0 else min(len(self.data), start + n)
         self.pos = end
         return self.data[start:end]
@@ -123,8 +127,8 @@ class Streams:
     them. `install()` sets `sys.stdin/stdout/stderr` and the module functions; `finish()`
     flushes what the program left buffered, as CPython does at exit."""
 
-    def __init__(self, stdin_bytes, cap):
-        self.source = Source(stdin_bytes)
+    def __init__(self, stdin_bytes, cap, pipe=False):
+        self.source = Source(stdin_bytes, pipe)
         self.out = Sink(cap)
         self.err = Sink(cap)
         self._saved = None
@@ -189,9 +193,10 @@ class Streams:
 
         def fstat(fd):
             if type(fd) is int and 0 <= fd <= 2:
-                # A regular file for stdin (a judge's `<input`), a pipe for the outputs.
-                size = len(streams.source.data) if fd == 0 else 0
-                mode = 0o100644 if fd == 0 else 0o010600
+                # stdin a regular file (a judge's `<input`) or a pipe; the outputs pipes.
+                file = fd == 0 and not streams.source.pipe
+                size = len(streams.source.data) if file else 0
+                mode = 0o100644 if file else 0o010600
                 return os.stat_result((mode, 0, 0, 1, 0, 0, size, 0, 0, 0))
             return real_fstat(fd)
 

@@ -304,6 +304,10 @@ pub fn case_args(
         call: Option<Call<'a>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         evaluate: Option<&'a Value>,
+        /// SandboxFusion feeds stdin through a pipe (`os.fstat(0).st_size` is 0); a judge's
+        /// stdin is a file (python-exec's default).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stdin_kind: Option<&'static str>,
     }
     let stdin = match (&tests.fn_name, &tests.inputs[i]) {
         (Some(_), _) | (None, Value::Null) => String::new(),
@@ -349,6 +353,7 @@ pub fn case_args(
                 },
             }),
         evaluate,
+        stdin_kind: matches!(opts.semantics, Semantics::SandboxFusion { .. }).then_some("pipe"),
     };
     serde_json::to_string(&run).map_err(|_| CaseResult::Error)
 }
@@ -720,22 +725,26 @@ mod component {
                 .map(|text| prime::call_args(program, fn_name, text, cap))
                 .collect();
             let mut all_ran = inputs.iter().all(Option::is_some);
+            let mut silent = false;
+            // Results Python's `==` must decide in a clean instance (not plain JSON).
             let mut to_check = Vec::new();
+            let mut all_pass = true;
             if all_ran {
                 for (i, ran) in run_all(&opts.runner, args)?.into_iter().enumerate() {
                     let run = prime::read_run(reply(&ran));
+                    silent |= matches!(run, prime::Run::Ran { silent: true, .. });
                     match (run, &tests.outputs[i]) {
                         (prime::Run::Ran { value: Some(v), .. }, Value::String(want)) => {
-                            to_check.push((v, want.clone()));
+                            match prime::decide_plain(&v, want) {
+                                Some(pass) => all_pass &= pass,
+                                None => to_check.push((v, want.clone())),
+                            }
                         }
-                        _ => {
-                            all_ran = false;
-                            break;
-                        }
+                        _ => all_ran = false,
                     }
                 }
             }
-            if all_ran {
+            if all_ran && all_pass && !to_check.is_empty() {
                 let verdicts =
                     match run_all(&opts.runner, vec![prime::check_args(&to_check)])?.pop() {
                         Some(Ran::Output(text)) => prime::parse_check(&text, to_check.len()),
@@ -743,18 +752,35 @@ mod component {
                         None => Err("prime-call-check gave no reply".into()),
                     };
                 match verdicts {
-                    Ok(v) if v.iter().all(|p| *p) => {
-                        log::log(
-                            log::Level::Info,
-                            &json!({ "cases": vec![true; v.len()] }).to_string(),
-                        );
-                        log::stat("code/cases", v.len() as f64);
-                        log::stat("code/passed", v.len() as f64);
-                        return Ok(1.0);
+                    Ok(v) => all_pass = v.iter().all(|p| *p),
+                    Err(why) => {
+                        log::log(log::Level::Warn, &why);
+                        all_pass = false;
                     }
-                    Ok(_) => {}
-                    Err(why) => log::log(log::Level::Warn, &why),
                 }
+            }
+            if all_ran && all_pass {
+                let n = tests.inputs.len();
+                log::log(
+                    log::Level::Info,
+                    &json!({ "cases": vec![true; n] }).to_string(),
+                );
+                log::stat("code/cases", n as f64);
+                log::stat("code/passed", n as f64);
+                return Ok(1.0);
+            }
+            if prime::second_pass_is_zero(silent, tests) {
+                // The program prints nothing as a stdio program and no expected output is
+                // blank: every case of verl's second pass fails, so it is not run.
+                let n = prime::second_pass_cases(tests);
+                let note = "not run: the program prints nothing as a stdio program";
+                log::log(
+                    log::Level::Info,
+                    &json!({ "cases": vec![false; n], "second_pass": note }).to_string(),
+                );
+                log::stat("code/cases", n as f64);
+                log::stat("code/passed", 0.0);
+                return Ok(0.0);
             }
         }
         // The second pass: each of the first 10 cases as a stdio program (a call-based one too:
@@ -858,6 +884,17 @@ mod tests {
             serde_json::from_str(&case_args("print(3)", &stdio, 0, &opts, None).expect("args"))
                 .expect("JSON");
         assert_eq!((&a["stdin"], &a["call"]), (&json!("1 2\n"), &Value::Null));
+        assert_eq!(a["stdin_kind"], Value::Null, "a judge's stdin: a file");
+        let sf = Options::from_row(&json!({"code_reward": {"semantics": "sandbox_fusion"}}))
+            .expect("parses");
+        let a: Value =
+            serde_json::from_str(&case_args("print(3)", &stdio, 0, &sf, None).expect("args"))
+                .expect("JSON");
+        assert_eq!(
+            a["stdin_kind"],
+            json!("pipe"),
+            "SandboxFusion's stdin: a pipe"
+        );
         // Big integers reach the program as written.
         let big = Tests::parse(&json!(
             "{\"fn_name\": \"f\", \"inputs\": [\"123456789012345678901234\"], \"outputs\": [\"1\"]}"

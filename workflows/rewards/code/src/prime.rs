@@ -63,10 +63,12 @@ pub enum Run {
     NotLoaded,
     /// It raised, timed out or faulted (verl's -1).
     Failed,
-    /// It ran: its stdout, and for a call its result's encoding.
+    /// It ran: its stdout, and for a call its result's encoding and whether the program,
+    /// run as a stdio program, can print nothing (python-exec's `silent_as_stdio`).
     Ran {
         stdout: String,
         value: Option<String>,
+        silent: bool,
     },
 }
 
@@ -87,7 +89,44 @@ pub fn read_run(reply: Result<&str, bool>) -> Run {
     Run::Ran {
         stdout: out["stdout"].as_str().unwrap_or("").to_string(),
         value: out["result"].as_str().map(str::to_string),
+        silent: out["silent"] == json!(true),
     }
+}
+
+/// verl's verdict on a call's result (`value`, python-exec's encoding) against the expected
+/// JSON text, decided here when both are plain JSON (numbers, strings, booleans, null, lists:
+/// Python's `==` on them is [`compare::py_eq`]); `None` when either holds anything else (a
+/// tuple, a dict, a NaN...), which `prime-call-check` decides in a clean instance.
+pub fn decide_plain(value: &str, expected: &str) -> Option<bool> {
+    let out = compare::parse_json(value).ok()?;
+    let want = compare::parse_json(expected).ok()?;
+    if !plain(&out) || !plain(&want) {
+        return None;
+    }
+    if compare::py_eq(&out, &want) {
+        return Some(true);
+    }
+    Some(
+        matches!(&want, Value::Array(items) if items.first().is_some_and(|w| compare::py_eq(&out, w))),
+    )
+}
+
+fn plain(v: &Value) -> bool {
+    match v {
+        Value::Object(_) => false,
+        Value::Array(items) => items.iter().all(plain),
+        _ => true,
+    }
+}
+
+/// Whether verl's second pass can be known to score 0 without running it: the program can
+/// print nothing as a stdio program (`silent`, from any of its first-pass runs) and no
+/// expected output of the first 10 cases is blank (an empty output would match a blank one).
+pub fn second_pass_is_zero(silent: bool, tests: &Tests) -> bool {
+    silent
+        && tests.outputs[..second_pass_cases(tests)]
+            .iter()
+            .all(|o| o.as_str().is_some_and(|s| !s.trim().is_empty()))
 }
 
 /// The verdict on a stdio run against the expected output (a string, or a list of strings
@@ -149,7 +188,8 @@ mod tests {
             read_run(Ok(&ran)),
             Run::Ran {
                 stdout: "3\n".into(),
-                value: None
+                value: None,
+                silent: false,
             }
         );
         let raised = reply(json!({"ok": false, "phase": "run", "stdout": "3\n"}));
@@ -168,6 +208,7 @@ mod tests {
         let ran = Run::Ran {
             stdout: "3\n".into(),
             value: None,
+            silent: false,
         };
         assert_eq!(judge_stdio(&ran, &json!("3")), CaseResult::Pass);
         assert_eq!(judge_stdio(&ran, &json!(["3"])), CaseResult::Pass);
@@ -178,6 +219,44 @@ mod tests {
             CaseResult::NotRun
         );
         assert_eq!(judge_stdio(&Run::Failed, &json!("3")), CaseResult::Error);
+    }
+
+    #[test]
+    fn plain_results_are_decided_as_pythons_eq_does() {
+        assert_eq!(decide_plain("[1, 2]", "[1, 2]"), Some(true));
+        assert_eq!(
+            decide_plain("5", "[5]"),
+            Some(true),
+            "verl also takes the first element"
+        );
+        assert_eq!(decide_plain("true", "1"), Some(true), "True == 1");
+        assert_eq!(decide_plain("2.0", "2"), Some(true));
+        assert_eq!(decide_plain("[1, 2]", "[[1, 2]]"), Some(true));
+        assert_eq!(decide_plain("[1, 2]", "[2, 1]"), Some(false));
+        assert_eq!(decide_plain("\"1\"", "1"), Some(false));
+        assert_eq!(
+            decide_plain(
+                "123456789012345678901234567890",
+                "123456789012345678901234567891"
+            ),
+            Some(false)
+        );
+        // A tuple, a dict (verl turns integer-like keys into ints), a NaN: the clean instance.
+        assert_eq!(decide_plain(r#"{"tuple": [1, 2]}"#, "[1, 2]"), None);
+        assert_eq!(decide_plain(r#"{"dict": [[1, 2]]}"#, r#"{"1": 2}"#), None);
+        assert_eq!(decide_plain("[1]", "NaN"), None);
+    }
+
+    #[test]
+    fn a_silent_program_skips_the_second_pass_unless_an_output_is_blank() {
+        let t = |outputs: Value| {
+            Tests::parse(&json!({"fn_name": "f", "inputs": ["1", "2"], "outputs": outputs}))
+                .expect("parses")
+        };
+        assert!(second_pass_is_zero(true, &t(json!(["1", "[2]"]))));
+        assert!(!second_pass_is_zero(false, &t(json!(["1", "[2]"]))));
+        assert!(!second_pass_is_zero(true, &t(json!(["1", " \n"]))));
+        assert!(!second_pass_is_zero(true, &t(json!(["1", 2]))));
     }
 
     #[test]

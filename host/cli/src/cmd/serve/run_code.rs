@@ -136,6 +136,8 @@ pub(super) async fn run_code(
         "code": request.code,
         "stdin": request.stdin.unwrap_or_default(),
         "max_output_chars": RUN_CODE_OUTPUT_CHARS,
+        // SandboxFusion writes stdin into a pipe: `os.fstat(0).st_size` is 0 there too.
+        "stdin_kind": "pipe",
     });
     let (tenant_timeout, tenant_memory) = tenant_limits(&caller);
     let (timeout, memory) = (
