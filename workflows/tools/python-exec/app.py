@@ -239,16 +239,6 @@ def _error_text(e):
         return type(e).__name__
 
 
-def _exit_code(e):
-    """A `SystemExit`'s process exit code, as CPython's own exit would give it."""
-    code = e.code
-    if code is None:
-        return 0
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code & 0xFF
-    return 1
-
-
 def _program(code, stdin, prelude, call, cap, evaluate=None, harness=None, stdin_pipe=False):
     """Run `code` as a program (see the module's doc); then, when it ran to its end or exited
     with 0, the parts in `evaluate`."""
@@ -294,7 +284,7 @@ def _program(code, stdin, prelude, call, cap, evaluate=None, harness=None, stdin
                 result["result"] = text
         except _SystemExit as e:
             result["exited"] = True
-            result["exit_code"] = _exit_code(e)
+            result["exit_code"] = stdio.exit_code(e)
             if result["exit_code"] != 0:
                 result["ok"] = False
                 result["error_type"] = "SystemExit"

@@ -200,7 +200,6 @@ def _guard():
     builtins.exit = None
     builtins.quit = None
     builtins.help = None
-    os.environ["OMP_NUM_THREADS"] = "1"
     for name in _GUARD_OS:
         setattr(os, name, None)
     for name in _GUARD_MODULES:
@@ -282,7 +281,7 @@ def _stdio(method, inputs, worker_in, captured, errors, result):
         method()
     except SystemExit as e:
         result["exited"] = True
-        result["exit_code"] = _exit_code(e)
+        result["exit_code"] = stdio.exit_code(e)
     except Exception as e:  # noqa: BLE001 - a runtime error: verl's -1
         result.update(ok=False, exit_code=1, error_type=type(e).__name__, error=_text(e))
 
@@ -349,15 +348,6 @@ def check_calls(cases):
             pass
         out.append({"pass": ok is True})
     return {"cases": out}
-
-
-def _exit_code(e):
-    code = e.code
-    if code is None:
-        return 0
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code & 0xFF
-    return 1
 
 
 def _text(e):

@@ -25,6 +25,16 @@ _CHUNK = 1 << 16
 MARKER = "...(truncated)..."
 
 
+def exit_code(e):
+    """The process exit code CPython gives a `SystemExit` `e`."""
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code & 0xFF
+    return 1
+
+
 class Source:
     """The bytes behind fd 0 and the position every reader of fd 0 shares."""
 
