@@ -345,7 +345,8 @@ def _program_args(parsed):
                 and isinstance(call.get("inputs"), str)):
             raise Err('under `harness`, `call` is {"fn_name": "solve", "inputs": "1\\n[2, 3]"}: '
                       "the test's input text, one JSON argument a line")
-        call = {"fn_name": call["fn_name"], "inputs": call["inputs"]}
+        call = {"fn_name": call["fn_name"], "inputs": call["inputs"],
+                "silent": call.get("silent") is True}
     elif call is not None:
         if not isinstance(call, dict) or not isinstance(call.get("fn_name"), str):
             raise Err('`call` needs `fn_name`, a string: {"fn_name": "solve", "args": [1, 2]}')

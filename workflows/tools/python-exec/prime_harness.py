@@ -51,6 +51,10 @@ MAX_EXPECTED_CHARS = 1 << 24
 def module_source(program):
     """The module text the stdio harness loads (after the APPS imports) for `program`."""
     test = program
+    # The unwrap needs `__name__` in the text (ASCII: a non-ASCII identifier could normalise to
+    # it): without it, nothing to parse.
+    if "__name__" not in program and program.isascii():
+        return _wrap(test)
     try:
         tree = ast.parse(test)
         last = tree.body[-1]
@@ -58,6 +62,11 @@ def module_source(program):
             test = ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)
     except Exception:  # noqa: BLE001 - the harness leaves the program as it is
         pass
+    return _wrap(test)
+
+
+def _wrap(test):
+    """verl's line rewrite: into `def code():` from the first line that is not an import."""
     lines = [
         x + "\n" if x.startswith(("from ", "import ")) else "\t" + x + "\n"
         for x in test.split("\n")
@@ -233,7 +242,8 @@ def run(code, stdin_text, call, prelude_scope, stand_in, recursion_limit, cap, r
     sys.stdin, sys.stdout, sys.stderr = worker_in, worker_out, worker_err
     captured = io.StringIO()
     errors = io.StringIO()
-    silent = call is not None and silent_as_stdio(code)
+    # Asked of one case of a row (the reward needs it once): the analysis parses the program.
+    silent = call is not None and call.get("silent") is True and silent_as_stdio(code)
     try:
         try:
             source = code if call is not None else module_source(code)

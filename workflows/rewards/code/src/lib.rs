@@ -722,7 +722,8 @@ mod component {
             let args = inputs
                 .iter()
                 .flatten()
-                .map(|text| prime::call_args(program, fn_name, text, cap))
+                .enumerate()
+                .map(|(i, text)| prime::call_args(program, fn_name, text, cap, i == 0))
                 .collect();
             let mut all_ran = inputs.iter().all(Option::is_some);
             let mut silent = false;

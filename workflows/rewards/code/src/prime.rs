@@ -44,14 +44,22 @@ pub fn stdio_args(program: &str, stdin: &str, max_output_chars: u64) -> String {
     .to_string()
 }
 
-/// The runner's arguments for a call of `fn_name` with `inputs` (one JSON argument a line).
-pub fn call_args(program: &str, fn_name: &str, inputs: &str, max_output_chars: u64) -> String {
+/// The runner's arguments for a call of `fn_name` with `inputs` (one JSON argument a line);
+/// `silent` asks the run whether the program can print nothing as a stdio program (asked of
+/// one case a row: the answer is the program's, and costs a parse).
+pub fn call_args(
+    program: &str,
+    fn_name: &str,
+    inputs: &str,
+    max_output_chars: u64,
+    silent: bool,
+) -> String {
     json!({
         "code": program,
         "stdin": "",
         "harness": "prime_code",
         "max_output_chars": max_output_chars,
-        "call": {"fn_name": fn_name, "inputs": inputs},
+        "call": {"fn_name": fn_name, "inputs": inputs, "silent": silent},
     })
     .to_string()
 }
