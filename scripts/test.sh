@@ -61,8 +61,8 @@ if [ $# -eq 0 ] && [ "${ROLLBOX_SKIP_ENGINES:-0}" != 1 ]; then
     background_install vllm scripts/install/vllm-model.sh
     background_install llamacpp scripts/install/llamacpp-venv.sh
 fi
-# The vendored wasmtime is exactly 48.0.8 plus the patch files (host/runtime/wasmtime-patches).
-scripts/wasmtime-patches.sh check
+# The vendored wasmtime is exactly 48.0.8 plus the patch files (vendor/wasmtime).
+vendor/wasmtime/check.sh check
 cargo test --workspace --no-fail-fast "$@"
 took "cargo test --workspace"
 # With no arguments, the `rollbox` Python package too, then its tests, which load the

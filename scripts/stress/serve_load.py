@@ -47,7 +47,7 @@ Clients, all at once for --seconds (then in-flight requests may finish):
   * /healthz every 50 ms on a fresh connection, from its own process; latency is from
     connect to the complete response.
 Keep --half-open + --clients well under the server's connection cap (MAX_CONNECTIONS, 1024 in
-host/cli/src/cmd/serve/mod.rs), or the prober's connections may be refused.
+host/serve/src/lib.rs), or the prober's connections may be refused.
 
 Printed at the end: requests by class and outcome (status code, closed, reset, timeout), well-
 formed answered/total with latency, healthz p50/p99/max and the count over 100 ms (and the
@@ -64,7 +64,7 @@ Bounded for a 2-core VM: a fixed number of connections, pauses between requests,
 --oversized bodies in flight, and the load generator lowers its own priority (--load-nice 10;
 the server and the prober keep theirs) so it does not starve what it measures.
 
-What it relies on in rollbox (host/cli/src/cmd/serve/): `rollbox serve --listen ADDR` prints
+What it relies on in rollbox (host/serve/src/): `rollbox serve --listen ADDR` prints
 `listening on http://ADDR` on stdout once bound, port 0 picks a free port; routes
 POST /v1/episodes, POST /v1/version, GET /healthz, GET /metrics with `rollbox_policy_version`;
 the flags of `rollbox rollout` (--engine, --tokenizer, --n-samples, --config) are accepted.

@@ -1,6 +1,7 @@
 //! `rollbox-bench`: programs that print figures (never timed assertions), one module per
 //! benchmark, apart from the production binary.
 
+mod alloc;
 mod common;
 mod concat;
 mod datasets;

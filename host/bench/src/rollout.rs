@@ -45,7 +45,7 @@ impl RolloutSetup {
             tokens.push(2);
             tokens
         };
-        rollbox::alloc::release_setup_memory();
+        crate::alloc::release_setup_memory();
         let mut spec = HostSpec::new(workflow);
         spec.tokenizer = Some(model.to_path_buf());
         spec.rewards.insert("math".into(), ComponentSpec::new(math));
@@ -53,7 +53,7 @@ impl RolloutSetup {
         let host = spec.build_with_engine(Arc::new(
             FakeBackend::fixed(tokens, vec![-0.25; 64], StopReason::Stop).with_delay(latency),
         ))?;
-        rollbox::alloc::release_setup_memory();
+        crate::alloc::release_setup_memory();
         Ok(RolloutSetup { host })
     }
 

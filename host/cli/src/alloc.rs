@@ -1,5 +1,5 @@
-//! The allocator of the binaries that link this crate (`rollbox`, `rollbox-bench`): mimalloc
-//! with the `mimalloc` feature (on by default), else the system's.
+//! The allocator of the `rollbox` binary: mimalloc with the `mimalloc` feature (on by default),
+//! else the system's. `rollbox-bench` declares the same allocator in its own `alloc.rs`.
 //!
 //! It is chosen here, not in `rollbox-host`, because the Python extension links `rollbox-host`
 //! and a library loaded with dlopen cannot hold mimalloc's static TLS ("cannot allocate memory

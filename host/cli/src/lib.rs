@@ -6,8 +6,4 @@
 pub mod alloc;
 pub mod cmd;
 pub mod config_file;
-pub mod fair_gate;
 pub mod limits;
-pub mod request_components;
-pub mod tenants;
-pub mod threads;

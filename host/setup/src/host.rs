@@ -22,6 +22,7 @@ use crate::spec::HostSpec;
 pub struct Host {
     components: Components,
     workflow: Arc<WorkflowComponent>,
+    workflows: BTreeMap<String, Arc<WorkflowComponent>>,
     tokenizer: Option<Arc<HostTokenizer>>,
     config: serde_json::Value,
     limits: Arc<Limits>,
@@ -134,9 +135,19 @@ impl HostSpec {
         components
             .provenance
             .insert("workflow_sha256".into(), workflow.info().sha256.clone());
+        let mut workflows = BTreeMap::new();
+        for (name, path) in &self.workflows {
+            let source = builtin::resolve("workflow", path)?;
+            let component = components
+                .runtime
+                .load_workflow(&source)
+                .with_context(|| format!("loading the workflow {name}={}", path.display()))?;
+            workflows.insert(name.clone(), Arc::new(component));
+        }
         Ok(Host {
             components,
             workflow,
+            workflows,
             tokenizer,
             config: self.config.clone(),
             limits,
@@ -289,6 +300,11 @@ impl Host {
     /// The workflow component (its sha256, world, imports).
     pub fn workflow(&self) -> &WorkflowComponent {
         &self.workflow
+    }
+
+    /// The spec's other workflows by name ([`HostSpec::workflows`]), compiled.
+    pub fn workflows(&self) -> &BTreeMap<String, Arc<WorkflowComponent>> {
+        &self.workflows
     }
 
     /// Each episode's limits.

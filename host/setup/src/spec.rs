@@ -32,6 +32,10 @@ use serde::{Deserialize, Deserializer};
 pub struct HostSpec {
     /// The workflow component: a `.wasm` path, or a built-in's name (`rlvr`).
     pub workflow: PathBuf,
+    /// Other workflows by name (a `.wasm` path or a built-in's name each), compiled with the
+    /// host for whoever runs episodes by name (`rollbox serve`'s requests); never `default`.
+    #[serde(default)]
+    pub workflows: BTreeMap<String, PathBuf>,
     /// Reward components by the name workflows call them with.
     #[serde(default)]
     pub rewards: BTreeMap<String, ComponentSpec>,
@@ -71,6 +75,7 @@ impl HostSpec {
     pub fn new(workflow: impl Into<PathBuf>) -> Self {
         HostSpec {
             workflow: workflow.into(),
+            workflows: BTreeMap::new(),
             rewards: BTreeMap::new(),
             tools: BTreeMap::new(),
             tokenizer: None,

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# The wasmtime crate rollbox builds is crates.io's, with the patches in
-# host/runtime/wasmtime-patches/patches/ applied (see PATCHES.md there).
+# The wasmtime crate rollbox builds (vendor/wasmtime/crate) is crates.io's, with the patches in
+# vendor/wasmtime/patches/ applied (see PATCHES.md beside this script).
 #
-#   scripts/wasmtime-patches.sh check          the vendored crate is exactly the pinned release
-#                                              with the patches applied, in order
-#   scripts/wasmtime-patches.sh apply VERSION  replace the vendored crate with wasmtime VERSION
-#                                              (a 48.x point release) and apply the patches to it
+#   vendor/wasmtime/check.sh check          the vendored crate is exactly the pinned release
+#                                           with the patches applied, in order
+#   vendor/wasmtime/check.sh apply VERSION  replace the vendored crate with wasmtime VERSION
+#                                           (a 48.x point release) and apply the patches to it
 #
 # The release comes from crates.io through cargo (a throwaway package depending on
 # `wasmtime = "=VERSION"`, `cargo fetch`), so it is the exact published source.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-dir=host/runtime/wasmtime-patches
-crate="$dir/wasmtime"
+cd "$(dirname "$0")/../.."
+dir=vendor/wasmtime
+crate="$dir/crate"
 
 die() { echo "wasmtime-patches: $*" >&2; exit 1; }
 
@@ -64,8 +64,8 @@ check)
     src="$(fetch_release "$version")"
     tmp="$(mktemp -d)"
     trap "rm -rf '$tmp'" EXIT
-    patched_copy "$src" "$tmp/wasmtime"
-    if ! diff -r "$tmp/wasmtime" "$crate" > "$tmp/diff"; then
+    patched_copy "$src" "$tmp/crate"
+    if ! diff -r "$tmp/crate" "$crate" > "$tmp/diff"; then
         cat "$tmp/diff" >&2
         die "$crate is not wasmtime $version with patches/*.patch applied: change the crate through a patch file"
     fi
@@ -77,9 +77,9 @@ apply)
     src="$(fetch_release "$version")"
     tmp="$(mktemp -d)"
     trap "rm -rf '$tmp'" EXIT
-    patched_copy "$src" "$tmp/wasmtime"
+    patched_copy "$src" "$tmp/crate"
     rm -rf "$crate"
-    mv "$tmp/wasmtime" "$crate"
+    mv "$tmp/crate" "$crate"
     echo "wasmtime-patches: $crate is now wasmtime $version with the patches applied."
     echo "Next: set every wasmtime and wasmtime-wasi version in Cargo.toml to =$version, cargo update, and run scripts/test.sh."
     ;;
