@@ -28,7 +28,8 @@ use rollbox_engines::replay::ReplayBackend;
 use rollbox_engines::testing::FakeBackend;
 use rollbox_engines::{InferenceBackend, StopReason};
 use rollbox_runtime::{
-    CallPolicy, EpisodeReport, EpisodeRequest, Limits, Runtime, RuntimeConfig, Services,
+    CallPolicy, EpisodeReport, EpisodeRequest, Limits, RewardComponent, Runtime, RuntimeConfig,
+    Scope, Services, ToolComponent, WorkflowComponent,
 };
 use rollbox_tokenizer::HostTokenizer;
 
@@ -134,10 +135,11 @@ pub fn model_path() -> PathBuf {
 /// accepted. Run after each hostile guest to show it left the host serving.
 pub async fn echo_input_ids(rt: &Runtime) -> Vec<i32> {
     let echo = rt
-        .load_workflow(Path::new(components::WORKFLOW_ECHO))
+        .load::<WorkflowComponent>(Path::new(components::WORKFLOW_ECHO))
         .expect("echo loads");
     let r = rt
         .run_episode(
+            &Scope::default(),
             &echo,
             rollbox_runtime::EpisodeRequest::new(
                 "echo-s0",
@@ -266,7 +268,7 @@ pub fn workflow_runtime(tok: &Arc<HostTokenizer>, backend: Arc<dyn InferenceBack
         services,
     )
     .expect("runtime");
-    rt.register_reward(
+    rt.register::<RewardComponent>(
         "math",
         Path::new(components::REWARD_MATH),
         CallPolicy::default(),
@@ -288,8 +290,11 @@ pub async fn run_workflow(
     data: serde_json::Value,
     config: serde_json::Value,
 ) -> EpisodeReport {
-    let w = rt.load_workflow(Path::new(path)).expect("workflow loads");
+    let w = rt
+        .load::<WorkflowComponent>(Path::new(path))
+        .expect("workflow loads");
     rt.run_episode(
+        &Scope::default(),
         &w,
         EpisodeRequest {
             config: config.into(),
@@ -374,7 +379,7 @@ pub fn code_runtime(case_timeout: Duration) -> Runtime {
         }),
         retries: 0,
     };
-    rt.register_tool("python", Path::new(components::PYTHON_EXEC_TOOL), case)
+    rt.register::<ToolComponent>("python", Path::new(components::PYTHON_EXEC_TOOL), case)
         .expect("python-exec");
     let reward = rollbox_runtime::CallPolicy {
         limits: Arc::new(rollbox_runtime::Limits {
@@ -384,7 +389,7 @@ pub fn code_runtime(case_timeout: Duration) -> Runtime {
         }),
         retries: 0,
     };
-    rt.register_reward("code", Path::new(components::REWARD_CODE), reward)
+    rt.register::<RewardComponent>("code", Path::new(components::REWARD_CODE), reward)
         .expect("code reward");
     rt
 }
@@ -397,6 +402,7 @@ pub async fn score_code(
     row: serde_json::Value,
 ) -> Result<f64, rollbox_runtime::GuestFault> {
     rt.score(
+        &Scope::default(),
         "code",
         rollbox_runtime::RewardCall {
             prompt: String::new(),

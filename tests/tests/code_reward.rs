@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rollbox_runtime::{CallPolicy, RewardCall, Runtime};
+use rollbox_runtime::{CallPolicy, RewardCall, RewardComponent, Runtime, Scope};
 use rollbox_tests::components as c;
 use rollbox_tests::runtime;
 use serde_json::{Value, json};
@@ -242,7 +242,7 @@ async fn without_a_runner_the_error_names_the_fix() {
         return;
     }
     let rt = runtime();
-    rt.register_reward(
+    rt.register::<RewardComponent>(
         "code",
         Path::new(c::REWARD_CODE),
         CallPolicy {
@@ -253,6 +253,7 @@ async fn without_a_runner_the_error_names_the_fix() {
     .expect("code reward");
     let called = rt
         .score(
+            &Scope::default(),
             "code",
             RewardCall {
                 prompt: String::new(),
@@ -268,6 +269,7 @@ async fn without_a_runner_the_error_names_the_fix() {
     assert!(err.contains("--tool python=python_exec.wasm"), "{err}");
     let bad = rt
         .score(
+            &Scope::default(),
             "code",
             RewardCall {
                 prompt: String::new(),

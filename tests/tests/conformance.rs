@@ -9,7 +9,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rollbox_runtime::{EpisodeOutcome, EpisodeRequest, Limits};
+use rollbox_runtime::{
+    EpisodeOutcome, EpisodeRequest, Limits, RewardComponent, Scope, WorkflowComponent,
+};
 use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
 use serde_json::Value;
@@ -86,7 +88,7 @@ async fn every_language_gives_areals_rlvr_tensors() {
         for (lang, component) in LANGUAGES.iter().filter(|(_, p)| rollbox_tests::built(p)) {
             let rt = runtime(&tok, &records);
             let workflow = rt
-                .load_workflow(Path::new(component))
+                .load::<WorkflowComponent>(Path::new(component))
                 .expect("workflow loads");
             let mut outputs = Vec::new();
             let mut problems = Vec::new();
@@ -95,6 +97,7 @@ async fn every_language_gives_areals_rlvr_tensors() {
                 rt.services().set_version(version as i32);
                 let r = rt
                     .run_episode(
+                        &Scope::default(),
                         &workflow,
                         EpisodeRequest {
                             config: config.clone().into(),
@@ -161,7 +164,9 @@ async fn every_language_gives_areals_rewards() {
     let rt = rollbox_tests::runtime();
     let mut failures = Vec::new();
     for (lang, path) in REWARDS.iter().filter(|(_, p)| rollbox_tests::built(p)) {
-        let reward = rt.load_reward(Path::new(path)).expect("reward loads");
+        let reward = rt
+            .load::<RewardComponent>(Path::new(path))
+            .expect("reward loads");
         let mut n = 0;
         for case in fixture["cases"].as_array().expect("cases") {
             for sample in case["samples"].as_array().expect("samples") {
@@ -173,7 +178,7 @@ async fn every_language_gives_areals_rewards() {
                     ..rollbox_runtime::RewardCall::default()
                 };
                 let r = rt
-                    .call_reward(&reward, call, Arc::new(Limits::untrusted_call()))
+                    .call_once(&reward, call, Arc::new(Limits::untrusted_call()))
                     .await;
                 let want = sample["reward"].as_f64().expect("reward");
                 if r.result != Ok(want) {
@@ -205,10 +210,10 @@ async fn javascript_and_c_errors_keep_their_messages() {
     }
     let rt = rollbox_tests::runtime();
     let reward = rt
-        .load_reward(Path::new(c::JS_REWARD))
+        .load::<RewardComponent>(Path::new(c::JS_REWARD))
         .expect("reward loads");
     let r = rt
-        .call_reward(
+        .call_once(
             &reward,
             rollbox_runtime::RewardCall {
                 completion: "\\boxed{1}".into(),

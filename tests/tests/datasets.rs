@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use rollbox_rollout::dataset::{Dataset, OnBadRow, Row};
 use rollbox_rollout::{OutputDir, Rollout, RolloutOptions};
+use rollbox_runtime::WorkflowComponent;
 use rollbox_tests::components as c;
 use serde_json::Value;
 
@@ -97,7 +98,7 @@ fn streaming_child() {
         let runtime = Arc::new(rollbox_tests::runtime());
         let workflow = Arc::new(
             runtime
-                .load_workflow(Path::new(c::SCRIPTED))
+                .load::<WorkflowComponent>(Path::new(c::SCRIPTED))
                 .expect("loads"),
         );
         let rollout = Rollout {

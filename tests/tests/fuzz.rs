@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rollbox_runtime::{
-    CallPolicy, EpisodeOutcome, EpisodeRequest, Limits, Runtime, RuntimeConfig, Services,
-    WorkflowComponent,
+    CallPolicy, EpisodeOutcome, EpisodeRequest, Limits, RewardComponent, Runtime, RuntimeConfig,
+    Scope, Services, ToolComponent, WorkflowComponent,
 };
 use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
@@ -270,16 +270,16 @@ impl Harness {
             ("const", c::REWARD_CONST),
             ("spin", c::REWARD_SPIN),
         ] {
-            rt.register_reward(name, Path::new(path), policy.clone())
+            rt.register::<RewardComponent>(name, Path::new(path), policy.clone())
                 .expect("reward registers");
         }
-        rt.register_tool("echo", Path::new(c::TOOL_ECHO), policy)
+        rt.register::<ToolComponent>("echo", Path::new(c::TOOL_ECHO), policy)
             .expect("tool registers");
         let fuzz = rt
-            .load_workflow(Path::new(c::FUZZ_OPS))
+            .load::<WorkflowComponent>(Path::new(c::FUZZ_OPS))
             .expect("fuzz_ops loads");
         let echo = rt
-            .load_workflow(Path::new(c::WORKFLOW_ECHO))
+            .load::<WorkflowComponent>(Path::new(c::WORKFLOW_ECHO))
             .expect("echo loads");
         let crash_dir = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
@@ -304,7 +304,9 @@ impl Harness {
         let (rt, fuzz, limits) = (self.rt.clone(), self.fuzz.clone(), self.limits.clone());
         let request = EpisodeRequest::new(id, json!({"program": hex}));
         let mut task = tokio::spawn(async move {
-            let report = rt.run_episode(&fuzz, request, limits).await;
+            let report = rt
+                .run_episode(&Scope::default(), &fuzz, request, limits)
+                .await;
             report.outcome.kind()
         });
         match tokio::time::timeout(EPISODE_TIMEOUT + HANG_GRACE, &mut task).await {
@@ -364,6 +366,7 @@ impl Harness {
         let r = self
             .rt
             .run_episode(
+                &Scope::default(),
                 &self.echo,
                 EpisodeRequest::new("echo", json!({"input_ids": [1, 2, 3]})),
                 Arc::new(Limits::default()),

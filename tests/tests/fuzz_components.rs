@@ -19,7 +19,10 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rollbox_runtime::{EpisodeRequest, Limits, Runtime, RuntimeConfig, Services};
+use rollbox_runtime::{
+    EpisodeRequest, Limits, RewardComponent, Runtime, RuntimeConfig, Scope, Services,
+    ToolComponent, ToolInput, WorkflowComponent,
+};
 use rollbox_tests::components as c;
 use serde_json::json;
 
@@ -127,34 +130,39 @@ async fn exercise(rt: &Arc<Runtime>, path: PathBuf) -> Result<&'static str, Stri
     let task = tokio::spawn(async move {
         let mut outcome = "refused";
         if std::env::var_os("ROLLBOX_FUZZ_VERBOSE").is_some()
-            && let Err(e) = rt.load_tool(&path)
+            && let Err(e) = rt.load::<ToolComponent>(&path)
         {
             eprintln!("load_tool: {e:#}");
         }
-        if let Ok(tool) = rt.load_tool(&path) {
+        if let Ok(tool) = rt.load::<ToolComponent>(&path) {
             // Whatever `describe` returns or does, the host survives it (its output is
             // checked where schemas are built).
-            let _ = rt.describe_tool(&tool, limits()).await;
-            let r = rt.call_tool(&tool, "t".into(), "{}".into(), limits()).await;
+            let _ = rt.call_once(&tool, ToolInput::Describe, limits()).await;
+            let input = ToolInput::Call {
+                name: "t".into(),
+                args: "{}".into(),
+            };
+            let r = rt.call_once(&tool, input, limits()).await;
             outcome = if r.result.is_ok() {
                 "tool ok"
             } else {
                 "tool fault"
             };
         }
-        if let Ok(reward) = rt.load_reward(&path) {
+        if let Ok(reward) = rt.load::<RewardComponent>(&path) {
             let call = rollbox_runtime::RewardCall::default();
-            let r = rt.call_reward(&reward, call, limits()).await;
+            let r = rt.call_once(&reward, call, limits()).await;
             outcome = if r.result.is_ok() {
                 "reward ok"
             } else {
                 "reward fault"
             };
         }
-        if let Ok(w) = rt.load_workflow(&path) {
+        if let Ok(w) = rt.load::<WorkflowComponent>(&path) {
             let request = EpisodeRequest::new("r0-s0", json!({"input_ids": [1, 2, 3]}));
             let r = rt
                 .run_episode(
+                    &Scope::default(),
                     &w,
                     request,
                     Arc::new(Limits {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rollbox_engines::testing::FakeBackend;
 use rollbox_runtime::{
     EpisodeOutcome, EpisodeReport, EpisodeRequest, GuestFault, Limits, Runtime, RuntimeConfig,
-    Services,
+    Scope, Services, WorkflowComponent,
 };
 use rollbox_tests::components as c;
 use rollbox_tests::test_cache_dir;
@@ -36,10 +36,15 @@ fn runtime(tokenizer: bool) -> Runtime {
 
 async fn attack(rt: &Runtime, data: Value, limits: Limits) -> EpisodeReport {
     let w = rt
-        .load_workflow(Path::new(c::ADV_HOST_CALLS))
+        .load::<WorkflowComponent>(Path::new(c::ADV_HOST_CALLS))
         .expect("loads");
-    rt.run_episode(&w, EpisodeRequest::new("r0-s0", data), Arc::new(limits))
-        .await
+    rt.run_episode(
+        &Scope::default(),
+        &w,
+        EpisodeRequest::new("r0-s0", data),
+        Arc::new(limits),
+    )
+    .await
 }
 
 /// The message of a `guest_error` failure (what the attack reported).
@@ -193,14 +198,14 @@ async fn a_long_word_is_encoded_within_the_timeout() {
 async fn guest_random_numbers_follow_the_episode_seed() {
     let rt = runtime(false);
     let w = rt
-        .load_workflow(Path::new(c::ADV_HOST_CALLS))
+        .load::<WorkflowComponent>(Path::new(c::ADV_HOST_CALLS))
         .expect("loads");
     let mut seen = Vec::new();
     for seed in [7, 7, 8] {
         let mut request = EpisodeRequest::new("r0-s0", json!({"attack": "random"}));
         request.seed = seed;
         let r = rt
-            .run_episode(&w, request, Arc::new(Limits::default()))
+            .run_episode(&Scope::default(), &w, request, Arc::new(Limits::default()))
             .await;
         seen.push(reported(&r));
     }

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rollbox_runtime::{
-    GuestFault, Limits, RewardCall, Runtime, RuntimeConfig, Services, WorldKind,
+    GuestFault, Limits, RewardCall, RewardComponent, Runtime, RuntimeConfig, Services,
+    ToolComponent, ToolInput, WorkflowComponent, WorldKind,
 };
 use rollbox_tests::components as c;
 use rollbox_tests::{runtime, test_cache_dir};
@@ -41,13 +42,13 @@ fn inspect_reports_world_hash_and_imports() {
 fn a_component_for_the_wrong_world_is_refused_with_the_fix() {
     let rt = runtime();
     let err = rt
-        .load_workflow(Path::new(c::REWARD_CONST))
+        .load::<WorkflowComponent>(Path::new(c::REWARD_CONST))
         .err()
         .expect("reward as workflow");
     let msg = err.to_string();
     assert!(msg.contains("exports `score`, expected `run-episode`: is this a reward component? register it as a reward"), "{msg}");
     let err = rt
-        .load_reward(Path::new(c::WORKFLOW_ECHO))
+        .load::<RewardComponent>(Path::new(c::WORKFLOW_ECHO))
         .err()
         .expect("workflow as reward");
     let msg = err.to_string();
@@ -56,7 +57,7 @@ fn a_component_for_the_wrong_world_is_refused_with_the_fix() {
         "{msg}"
     );
     let err = rt
-        .load_tool(Path::new(c::TRIVIAL))
+        .load::<ToolComponent>(Path::new(c::TRIVIAL))
         .err()
         .expect("workflow as tool");
     assert!(err.to_string().contains("expected `call`"), "{err}");
@@ -67,7 +68,7 @@ fn missing_files_core_modules_and_garbage_are_refused() {
     let rt = runtime();
     let dir = tempfile::tempdir().expect("tempdir");
     let err = rt
-        .load_workflow(dir.path().join("nope.wasm"))
+        .load::<WorkflowComponent>(dir.path().join("nope.wasm"))
         .err()
         .expect("missing");
     assert!(
@@ -76,7 +77,10 @@ fn missing_files_core_modules_and_garbage_are_refused() {
     );
     let core = dir.path().join("core.wasm");
     std::fs::write(&core, b"\0asm\x01\0\0\0").expect("write");
-    let err = rt.load_workflow(&core).err().expect("core module");
+    let err = rt
+        .load::<WorkflowComponent>(&core)
+        .err()
+        .expect("core module");
     assert!(
         err.to_string()
             .contains("core WebAssembly module, not a component"),
@@ -84,7 +88,7 @@ fn missing_files_core_modules_and_garbage_are_refused() {
     );
     let junk = dir.path().join("junk.wasm");
     std::fs::write(&junk, b"\0asm\x0d\0\x01\0garbage").expect("write");
-    let err = rt.load_workflow(&junk).err().expect("junk");
+    let err = rt.load::<WorkflowComponent>(&junk).err().expect("junk");
     assert!(
         format!("{err:#}").contains("not a valid WebAssembly component"),
         "{err:#}"
@@ -109,13 +113,13 @@ fn compiled_components_are_cached_by_sha256() {
     );
     // A second runtime loads from the cache and gets a working component.
     let rt2 = Runtime::new(config, Services::new()).expect("runtime");
-    rt2.load_workflow(Path::new(c::TRIVIAL))
+    rt2.load::<WorkflowComponent>(Path::new(c::TRIVIAL))
         .expect("cached load");
     // A corrupted entry is discarded and recompiled, never trusted.
     let path = dir.path().join("cache").join(&entries[0]);
     std::fs::write(&path, b"corrupt").expect("corrupt");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    rt2.load_workflow(Path::new(c::TRIVIAL))
+    rt2.load::<WorkflowComponent>(Path::new(c::TRIVIAL))
         .expect("recompiled");
     assert!(std::fs::metadata(&path).expect("rewritten").len() > 7);
     let _ = test_cache_dir();
@@ -225,14 +229,14 @@ async fn planted_swapped_and_patched_cache_entries_are_never_deserialized() {
 async fn a_reward_component_scores_in_its_own_sandbox() {
     let rt = runtime();
     let reward = rt
-        .load_reward(Path::new(c::REWARD_CONST))
+        .load::<RewardComponent>(Path::new(c::REWARD_CONST))
         .expect("reward loads");
     let call = RewardCall {
         data: json!({"value": 0.25}),
         ..RewardCall::default()
     };
     let r = rt
-        .call_reward(&reward, call, Arc::new(Limits::untrusted_call()))
+        .call_once(&reward, call, Arc::new(Limits::untrusted_call()))
         .await;
     assert_eq!(r.result, Ok(0.25));
     assert!(r.peak_memory_bytes > 0);
@@ -241,7 +245,7 @@ async fn a_reward_component_scores_in_its_own_sandbox() {
         ..RewardCall::default()
     };
     let r = rt
-        .call_reward(&reward, bad, Arc::new(Limits::untrusted_call()))
+        .call_once(&reward, bad, Arc::new(Limits::untrusted_call()))
         .await;
     assert_eq!(
         r.result,
@@ -249,7 +253,7 @@ async fn a_reward_component_scores_in_its_own_sandbox() {
         "a missing value falls back to the component's default"
     );
     let r = rt
-        .call_reward(
+        .call_once(
             &reward,
             RewardCall::default(),
             Arc::new(Limits {
@@ -268,18 +272,22 @@ async fn a_reward_component_scores_in_its_own_sandbox() {
 #[tokio::test]
 async fn a_tool_component_is_called_in_its_own_sandbox() {
     let rt = runtime();
-    let tool = rt.load_tool(Path::new(c::TOOL_ECHO)).expect("tool loads");
+    let tool = rt
+        .load::<ToolComponent>(Path::new(c::TOOL_ECHO))
+        .expect("tool loads");
     let r = rt
-        .call_tool(
+        .call_once(
             &tool,
-            "calc".into(),
-            "{\"x\":1}".into(),
+            ToolInput::Call {
+                name: "calc".into(),
+                args: "{\"x\":1}".into(),
+            },
             Arc::new(Limits::untrusted_call()),
         )
         .await;
     assert_eq!(r.result, Ok("calc:{\"x\":1}".to_string()));
     let err = rt
-        .load_reward(Path::new(c::TOOL_ECHO))
+        .load::<RewardComponent>(Path::new(c::TOOL_ECHO))
         .err()
         .expect("tool as reward");
     assert!(
@@ -295,7 +303,12 @@ async fn a_tool_component_is_called_in_its_own_sandbox() {
 async fn hostile_component_files_are_refused_or_fault() {
     let rt = runtime();
     let dir = tempfile::tempdir().expect("tempdir");
-    let load_err = |path: &Path| format!("{:#}", rt.load_workflow(path).err().expect("refused"));
+    let load_err = |path: &Path| {
+        format!(
+            "{:#}",
+            rt.load::<WorkflowComponent>(path).err().expect("refused")
+        )
+    };
     let empty = dir.path().join("empty.wasm");
     std::fs::write(&empty, b"").expect("write");
     assert!(
@@ -339,21 +352,30 @@ async fn hostile_component_files_are_refused_or_fault() {
     // A symlink to a real component is followed.
     let to_echo = dir.path().join("echo.wasm");
     std::os::unix::fs::symlink(c::WORKFLOW_ECHO, &to_echo).expect("symlink");
-    rt.load_workflow(&to_echo)
+    rt.load::<WorkflowComponent>(&to_echo)
         .expect("a symlink to a component loads");
 
     // A tool component whose core module's start function loops: it loads (its world is
     // right), and calling it ends in a timeout fault when the instantiation is interrupted.
     let looping = dir.path().join("looping-start.wasm");
     std::fs::write(&looping, looping_start_component()).expect("write");
-    let tool = rt.load_tool(&looping).expect("the looping tool loads");
+    let tool = rt
+        .load::<ToolComponent>(&looping)
+        .expect("the looping tool loads");
     let limits = Limits {
         timeout: std::time::Duration::from_millis(300),
         ..Limits::untrusted_call()
     };
     let start = std::time::Instant::now();
     let r = rt
-        .call_tool(&tool, "x".into(), "{}".into(), Arc::new(limits))
+        .call_once(
+            &tool,
+            ToolInput::Call {
+                name: "x".into(),
+                args: "{}".into(),
+            },
+            Arc::new(limits),
+        )
         .await;
     match &r.result {
         Err(GuestFault::Timeout { .. }) => {}
@@ -395,9 +417,12 @@ fn reused_pool_slots_keep_nothing_of_the_previous_instance() {
             Services::new(),
         )
         .expect("runtime");
-        assert!(rt.is_pooled(), "the pooling allocator is available here");
+        assert!(
+            rt.config().pooling,
+            "the pooling allocator is available here"
+        );
         assert_eq!(
-            rt.pagemap_scan(),
+            rt.config().pagemap_scan,
             scan,
             "the start-up canary kept the configured reset"
         );

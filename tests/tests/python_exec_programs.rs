@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rollbox_runtime::{GuestFault, Limits, Runtime, ToolComponent};
+use rollbox_runtime::{GuestFault, Limits, Runtime, ToolComponent, ToolInput};
 use rollbox_tests::components as c;
 use rollbox_tests::runtime;
 use serde_json::{Value, json};
@@ -29,10 +29,12 @@ async fn run(
     stdin: &str,
 ) -> Result<Value, GuestFault> {
     let r = rt
-        .call_tool(
+        .call_once(
             tool,
-            "python".into(),
-            json!({"code": code, "stdin": stdin}).to_string(),
+            ToolInput::Call {
+                name: "python".into(),
+                args: json!({"code": code, "stdin": stdin}).to_string(),
+            },
             limits(),
         )
         .await;
@@ -158,7 +160,7 @@ async fn programs_read_and_write_as_under_cpython() {
     }
     let rt = runtime();
     let tool = rt
-        .load_tool(Path::new(c::PYTHON_EXEC_TOOL))
+        .load::<ToolComponent>(Path::new(c::PYTHON_EXEC_TOOL))
         .expect("python-exec loads");
     let mut failures = Vec::new();
     for (what, code, stdin, want) in programs() {
@@ -183,7 +185,7 @@ async fn stdin_is_a_file_or_a_pipe() {
     }
     let rt = runtime();
     let tool = rt
-        .load_tool(Path::new(c::PYTHON_EXEC_TOOL))
+        .load::<ToolComponent>(Path::new(c::PYTHON_EXEC_TOOL))
         .expect("python-exec loads");
     let code = "import os, stat\nst = os.fstat(0)\nfirst = os.read(0, 1 << 20)\nprint(st.st_size, stat.S_ISFIFO(st.st_mode), len(first))";
     let stdin = "x".repeat(100_000);
@@ -192,10 +194,12 @@ async fn stdin_is_a_file_or_a_pipe() {
         ("pipe", "0 True 65536\n"),
     ] {
         let r = rt
-            .call_tool(
+            .call_once(
                 &tool,
-                "python".into(),
-                json!({"code": code, "stdin": stdin, "stdin_kind": kind}).to_string(),
+                ToolInput::Call {
+                    name: "python".into(),
+                    args: json!({"code": code, "stdin": stdin, "stdin_kind": kind}).to_string(),
+                },
                 limits(),
             )
             .await;
@@ -213,7 +217,7 @@ async fn the_same_surfaces_reach_nothing_else() {
     }
     let rt = runtime();
     let tool = rt
-        .load_tool(Path::new(c::PYTHON_EXEC_TOOL))
+        .load::<ToolComponent>(Path::new(c::PYTHON_EXEC_TOOL))
         .expect("python-exec loads");
     // Another case's input, run first in the same runtime: nothing of it may be read after.
     let secret = "the other case's input 8d1f\n";

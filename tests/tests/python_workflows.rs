@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use rollbox_engines::replay::ReplayBackend;
 use rollbox_engines::testing::FakeBackend;
-use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Runtime, Trajectory};
+use rollbox_runtime::{
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Runtime, Scope, Trajectory,
+    WorkflowComponent,
+};
 use rollbox_tests::components as c;
 use rollbox_tests::fixed_backend;
 use rollbox_tokenizer::{ChatOptions, HostTokenizer};
@@ -352,12 +355,13 @@ async fn python_randomness_follows_the_episode_seed() {
     }
     let (rt, _) = probe_runtime(fixed_backend(Duration::ZERO));
     let w = rt
-        .load_workflow(Path::new(c::PYTHON_PROBE))
+        .load::<WorkflowComponent>(Path::new(c::PYTHON_PROBE))
         .expect("workflow loads");
     let mut seen = Vec::new();
     for seed in [1u64, 2, 1] {
         let r = rt
             .run_episode(
+                &Scope::default(),
                 &w,
                 EpisodeRequest {
                     config: json!({"mode": "entropy"}).into(),

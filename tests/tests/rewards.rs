@@ -5,7 +5,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rollbox_runtime::{CallPolicy, EpisodeOutcome, EpisodeRequest, Limits, RewardCall, Runtime};
+use rollbox_runtime::{
+    CallPolicy, EpisodeOutcome, EpisodeRequest, Limits, RewardCall, RewardComponent, Runtime,
+    Scope, ToolComponent, WorkflowComponent,
+};
 use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
 use rollbox_tests::runtime;
@@ -28,11 +31,12 @@ async fn echo_with_reward(
     row: serde_json::Value,
 ) -> rollbox_runtime::EpisodeReport {
     let echo = rt
-        .load_workflow(Path::new(c::WORKFLOW_ECHO))
+        .load::<WorkflowComponent>(Path::new(c::WORKFLOW_ECHO))
         .expect("echo loads");
     let mut data = row;
     data["input_ids"] = json!([1, 2, 3]);
     rt.run_episode(
+        &Scope::default(),
         &echo,
         EpisodeRequest {
             config: json!({"reward": name}).into(),
@@ -65,7 +69,7 @@ fn reward_of(r: &rollbox_runtime::EpisodeReport) -> f32 {
 #[tokio::test]
 async fn workflow_scores_through_a_registered_reward() {
     let rt = runtime();
-    rt.register_reward("faulty", Path::new(c::REWARD_FAULTY), CallPolicy::default())
+    rt.register::<RewardComponent>("faulty", Path::new(c::REWARD_FAULTY), CallPolicy::default())
         .expect("register");
     let r = echo_with_reward(&rt, "faulty", json!({"value": 0.75})).await;
     assert_eq!(reward_of(&r), 0.75);
@@ -77,7 +81,7 @@ async fn workflow_scores_through_a_registered_reward() {
 #[tokio::test]
 async fn a_spinning_reward_is_stopped_retried_and_scored_zero() {
     let rt = runtime();
-    rt.register_reward("spin", Path::new(c::REWARD_SPIN), policy(200, 2))
+    rt.register::<RewardComponent>("spin", Path::new(c::REWARD_SPIN), policy(200, 2))
         .expect("register");
     let start = Instant::now();
     let r = echo_with_reward(&rt, "spin", json!({})).await;
@@ -90,7 +94,7 @@ async fn a_spinning_reward_is_stopped_retried_and_scored_zero() {
     assert!(call.wall_us >= 600_000, "{call:?}");
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
     // The pool slot is free again: a normal reward call right after works.
-    rt.register_reward("ok", Path::new(c::REWARD_FAULTY), CallPolicy::default())
+    rt.register::<RewardComponent>("ok", Path::new(c::REWARD_FAULTY), CallPolicy::default())
         .expect("register");
     assert_eq!(
         reward_of(&echo_with_reward(&rt, "ok", json!({"value": 1.0})).await),
@@ -101,7 +105,7 @@ async fn a_spinning_reward_is_stopped_retried_and_scored_zero() {
 #[tokio::test]
 async fn failing_rewards_are_retried_then_reported_to_the_workflow() {
     let rt = runtime();
-    rt.register_reward("faulty", Path::new(c::REWARD_FAULTY), policy(15_000, 1))
+    rt.register::<RewardComponent>("faulty", Path::new(c::REWARD_FAULTY), policy(15_000, 1))
         .expect("register");
     for (mode, expect) in [
         ("panic", "trapped"),
@@ -135,7 +139,7 @@ async fn failing_rewards_are_retried_then_reported_to_the_workflow() {
 #[tokio::test]
 async fn reward_sandbox_denies_files_env_and_sockets() {
     let rt = runtime();
-    rt.register_reward("faulty", Path::new(c::REWARD_FAULTY), CallPolicy::default())
+    rt.register::<RewardComponent>("faulty", Path::new(c::REWARD_FAULTY), CallPolicy::default())
         .expect("register");
     assert_eq!(
         reward_of(&echo_with_reward(&rt, "faulty", json!({"mode": "snoop"})).await),
@@ -146,7 +150,7 @@ async fn reward_sandbox_denies_files_env_and_sockets() {
 #[tokio::test]
 async fn unknown_reward_names_list_the_registered_ones() {
     let rt = runtime();
-    rt.register_reward("math", Path::new(c::REWARD_FAULTY), CallPolicy::default())
+    rt.register::<RewardComponent>("math", Path::new(c::REWARD_FAULTY), CallPolicy::default())
         .expect("register");
     let r = echo_with_reward(&rt, "nope", json!({})).await;
     let EpisodeOutcome::Failed(f) = &r.outcome else {
@@ -158,7 +162,7 @@ async fn unknown_reward_names_list_the_registered_ones() {
         "{f}"
     );
     let err = rt
-        .register_reward(
+        .register::<RewardComponent>(
             "bad name!",
             Path::new(c::REWARD_FAULTY),
             CallPolicy::default(),
@@ -170,9 +174,11 @@ async fn unknown_reward_names_list_the_registered_ones() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pathological_reward_does_not_delay_the_others() {
     let rt = Arc::new(runtime());
-    rt.register_reward("spin", Path::new(c::REWARD_SPIN), policy(1_000, 0))
+    rt.register::<RewardComponent>("spin", Path::new(c::REWARD_SPIN), policy(1_000, 0))
         .expect("register");
-    let fast = rt.load_reward(Path::new(c::REWARD_FAULTY)).expect("load");
+    let fast = rt
+        .load::<RewardComponent>(Path::new(c::REWARD_FAULTY))
+        .expect("load");
     let slow = {
         let rt = rt.clone();
         tokio::spawn(async move { echo_with_reward(&rt, "spin", json!({})).await })
@@ -187,7 +193,7 @@ async fn a_pathological_reward_does_not_delay_the_others() {
                 data: json!({"value": i as f64}),
                 ..RewardCall::default()
             };
-            rt.call_reward(&fast, call, Arc::new(Limits::untrusted_call()))
+            rt.call_once(&fast, call, Arc::new(Limits::untrusted_call()))
                 .await
                 .result
         }));
@@ -229,18 +235,18 @@ fn gsm8k_cases() -> Vec<(RewardCall, f64)> {
 async fn the_rust_math_reward_scores_gsm8k_answers() {
     let rt = runtime();
     let math = rt
-        .load_reward(Path::new(c::REWARD_MATH))
+        .load::<RewardComponent>(Path::new(c::REWARD_MATH))
         .expect("math reward loads");
     for (call, want) in gsm8k_cases() {
         let completion = call.completion.clone();
         let r = rt
-            .call_reward(&math, call, Arc::new(Limits::untrusted_call()))
+            .call_once(&math, call, Arc::new(Limits::untrusted_call()))
             .await;
         assert_eq!(r.result, Ok(want), "{completion:?}");
     }
     // A row without a reference answer is the component's error, not a silent 0.
     let r = rt
-        .call_reward(
+        .call_once(
             &math,
             RewardCall {
                 completion: "\\boxed{1}".into(),
@@ -266,13 +272,13 @@ async fn the_python_reward_runs_sandboxed_and_scores_like_the_rust_one() {
         "--stub-wasi leaves no WASI imports: {:?}",
         info.imports
     );
-    rt.register_reward("py", Path::new(c::PYTHON_REWARD), CallPolicy::default())
+    rt.register::<RewardComponent>("py", Path::new(c::PYTHON_REWARD), CallPolicy::default())
         .expect("register");
     let reg = rt.services().reward("py").expect("registered");
     for (call, want) in gsm8k_cases() {
         let completion = call.completion.clone();
         let r = rt
-            .call_reward(reg.component(), call, Arc::new(Limits::untrusted_call()))
+            .call_once(reg.component(), call, Arc::new(Limits::untrusted_call()))
             .await;
         assert_eq!(r.result, Ok(want), "{completion:?}: {}", r.stderr);
     }
@@ -282,7 +288,7 @@ async fn the_python_reward_runs_sandboxed_and_scores_like_the_rust_one() {
     let (call, want) = gsm8k_cases().remove(0);
     for i in 0..60 {
         let r = rt
-            .call_reward(
+            .call_once(
                 reg.component(),
                 call.clone(),
                 Arc::new(Limits::untrusted_call()),
@@ -309,13 +315,15 @@ async fn the_python_reward_runs_sandboxed_and_scores_like_the_rust_one() {
 #[tokio::test]
 async fn workflows_call_a_sandboxed_calculator_tool() {
     let rt = runtime();
-    rt.register_tool("calc", Path::new(c::TOOL_CALCULATOR), CallPolicy::default())
+    rt.register::<ToolComponent>("calc", Path::new(c::TOOL_CALCULATOR), CallPolicy::default())
         .expect("register");
     let caller = rt
-        .load_workflow(Path::new(c::TOOL_CALLER))
+        .load::<WorkflowComponent>(Path::new(c::TOOL_CALLER))
         .expect("caller loads");
+    let scope = Scope::default();
     let call = |args: serde_json::Value, tool: &str| {
         rt.run_episode(
+            &scope,
             &caller,
             EpisodeRequest::new("r0-s0", json!({"tool": tool, "args": args})),
             Arc::new(Limits::default()),
@@ -372,13 +380,13 @@ fn corpus() -> Vec<(String, RewardCall, f64)> {
 async fn the_math_component_scores_the_whole_corpus_as_areal_does() {
     let rt = runtime();
     let math = rt
-        .load_reward(Path::new(c::REWARD_MATH))
+        .load::<RewardComponent>(Path::new(c::REWARD_MATH))
         .expect("math reward loads");
     let corpus = corpus();
     let mut misses = Vec::new();
     for (line, call, areal) in &corpus {
         let r = rt
-            .call_reward(&math, call.clone(), Arc::new(Limits::untrusted_call()))
+            .call_once(&math, call.clone(), Arc::new(Limits::untrusted_call()))
             .await;
         if r.result != Ok(*areal) {
             misses.push(format!("{line}: {:?}", r.result));
@@ -398,12 +406,12 @@ async fn the_math_verify_component_scores_as_areal_does() {
     }
     let rt = runtime();
     let mv = rt
-        .load_reward(Path::new(c::MATH_VERIFY_REWARD))
+        .load::<RewardComponent>(Path::new(c::MATH_VERIFY_REWARD))
         .expect("the math-verify reward loads");
     let mut n = 0;
     for (line, call, areal) in corpus().into_iter().step_by(40) {
         let r = rt
-            .call_reward(&mv, call, Arc::new(Limits::untrusted_call()))
+            .call_once(&mv, call, Arc::new(Limits::untrusted_call()))
             .await;
         assert_eq!(r.result, Ok(areal), "{line}: {}", r.stderr);
         n += 1;
@@ -411,7 +419,7 @@ async fn the_math_verify_component_scores_as_areal_does() {
     assert!(n >= 140, "{n} pairs");
     // A row without a reference is the component's error, naming the keys.
     let r = rt
-        .call_reward(
+        .call_once(
             &mv,
             RewardCall {
                 completion: "\\boxed{1}".into(),
@@ -433,7 +441,7 @@ async fn a_pathological_sympy_input_is_stopped_by_the_timeout() {
     }
     let rt = runtime();
     let mv = rt
-        .load_reward(Path::new(c::MATH_VERIFY_REWARD))
+        .load::<RewardComponent>(Path::new(c::MATH_VERIFY_REWARD))
         .expect("the math-verify reward loads");
     let limits = Limits {
         timeout: Duration::from_secs(2),
@@ -441,7 +449,7 @@ async fn a_pathological_sympy_input_is_stopped_by_the_timeout() {
     };
     let start = Instant::now();
     let r = rt
-        .call_reward(
+        .call_once(
             &mv,
             RewardCall {
                 completion: "\\boxed{9^{9^{9}}}".into(),
@@ -463,7 +471,7 @@ async fn a_pathological_sympy_input_is_stopped_by_the_timeout() {
 async fn hostile_completions_score_zero_in_the_math_reward() {
     let rt = runtime();
     let math = rt
-        .load_reward(Path::new(c::REWARD_MATH))
+        .load::<RewardComponent>(Path::new(c::REWARD_MATH))
         .expect("math reward loads");
     let completions = [
         format!("\\boxed{{{}1}}", "1+".repeat(50_000)),
@@ -477,7 +485,7 @@ async fn hostile_completions_score_zero_in_the_math_reward() {
         let head: String = completion.chars().take(40).collect();
         let start = Instant::now();
         let r = rt
-            .call_reward(
+            .call_once(
                 &math,
                 RewardCall {
                     completion,
@@ -500,14 +508,17 @@ async fn hostile_completions_score_zero_in_the_math_reward() {
 #[tokio::test]
 async fn the_gsm8k_rewards_agree_across_languages() {
     let rt = runtime();
-    let rewards: Vec<(&str, rollbox_runtime::RewardComponent)> = [
+    let rewards: Vec<(&str, RewardComponent)> = [
         ("python", c::PYTHON_REWARD),
         ("js", c::JS_REWARD),
         ("c", c::C_REWARD),
     ]
     .into_iter()
     .filter(|(_, path)| rollbox_tests::built(path))
-    .map(|(lang, path)| (lang, rt.load_reward(Path::new(path)).expect("loads")))
+    .map(|(lang, path)| {
+        let reward = rt.load::<RewardComponent>(Path::new(path));
+        (lang, reward.expect("loads"))
+    })
     .collect();
     let mut differ = Vec::new();
     let mut n = 0;
@@ -515,7 +526,7 @@ async fn the_gsm8k_rewards_agree_across_languages() {
         let mut scores = Vec::new();
         for (lang, reward) in &rewards {
             let r = rt
-                .call_reward(reward, call.clone(), Arc::new(Limits::untrusted_call()))
+                .call_once(reward, call.clone(), Arc::new(Limits::untrusted_call()))
                 .await;
             scores.push((*lang, r.result));
         }
@@ -528,7 +539,7 @@ async fn the_gsm8k_rewards_agree_across_languages() {
     assert!(differ.is_empty(), "{} differ: {differ:#?}", differ.len());
     for (lang, reward) in &rewards {
         let r = rt
-            .call_reward(
+            .call_once(
                 reward,
                 RewardCall {
                     completion: "\\boxed{1}".into(),

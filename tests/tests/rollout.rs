@@ -11,7 +11,8 @@ use rollbox_engines::InferenceBackend;
 use rollbox_rollout::dataset::Dataset;
 use rollbox_rollout::group::{Filter, Normalization};
 use rollbox_rollout::output::OutputDir;
-use rollbox_rollout::{Rollout, RolloutOptions, SharedEpisodes, Stats};
+use rollbox_rollout::{Rollout, RolloutOptions, RunScope, SharedEpisodes, Stats};
+use rollbox_runtime::WorkflowComponent;
 use rollbox_tensor::{Device, TensorData, read_safetensors};
 use rollbox_tests::components as c;
 use serde_json::{Value, json};
@@ -22,10 +23,21 @@ async fn roll(
     out: &Path,
     backend: Arc<dyn InferenceBackend>,
 ) -> Stats {
+    roll_for(rows, options, &RunScope::default(), out, backend).await
+}
+
+/// [`roll`] for `who` (a tenant's scope and shared episodes).
+async fn roll_for(
+    rows: &str,
+    options: RolloutOptions,
+    who: &RunScope,
+    out: &Path,
+    backend: Arc<dyn InferenceBackend>,
+) -> Stats {
     let runtime = Arc::new(rollbox_tests::runtime_with(Some(backend), false));
     let workflow = Arc::new(
         runtime
-            .load_workflow(Path::new(c::SCRIPTED))
+            .load::<WorkflowComponent>(Path::new(c::SCRIPTED))
             .expect("loads"),
     );
     let dataset = Dataset::from_bytes(rows.as_bytes(), "rows.jsonl");
@@ -40,7 +52,7 @@ async fn roll(
     };
     let mut dir = OutputDir::open(out).expect("out dir");
     rollout
-        .run(dataset, &mut dir, &mut |_| {})
+        .run_for(who, dataset, &mut dir, &mut |_| {})
         .await
         .expect("run")
 }
@@ -168,12 +180,15 @@ async fn runs_sharing_episodes_stay_within_the_shared_slots() {
     let options = RolloutOptions {
         n_samples: 2,
         max_concurrent: 8,
-        shared: Some(shared.clone()),
         ..RolloutOptions::default()
     };
+    let who = RunScope {
+        shared: Some(shared.clone()),
+        ..RunScope::default()
+    };
     let (a, b) = tokio::join!(
-        roll(&rows, options.clone(), t1.path(), noted.clone()),
-        roll(&rows, options, t2.path(), noted.clone()),
+        roll_for(&rows, options.clone(), &who, t1.path(), noted.clone()),
+        roll_for(&rows, options, &who, t2.path(), noted.clone()),
     );
     assert_eq!(a.episodes.get("accepted"), Some(&12));
     assert_eq!(b.episodes.get("accepted"), Some(&12));

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rollbox_runtime::{
-    EpisodeOutcome, EpisodeReport, EpisodeRequest, GuestFault, Limits, Runtime, Setting,
-    WorkflowComponent,
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, GuestFault, Limits, RewardComponent, Runtime,
+    Scope, Setting, WorkflowComponent,
 };
 use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
@@ -15,7 +15,7 @@ use rollbox_tests::{runtime, runtime_with};
 use serde_json::json;
 
 fn load(rt: &Runtime, path: &str) -> WorkflowComponent {
-    rt.load_workflow(Path::new(path)).expect("component loads")
+    rt.load(Path::new(path)).expect("component loads")
 }
 
 async fn run(
@@ -24,8 +24,13 @@ async fn run(
     data: serde_json::Value,
     limits: Limits,
 ) -> EpisodeReport {
-    rt.run_episode(w, EpisodeRequest::new("r0-s0", data), Arc::new(limits))
-        .await
+    rt.run_episode(
+        &Scope::default(),
+        w,
+        EpisodeRequest::new("r0-s0", data),
+        Arc::new(limits),
+    )
+    .await
 }
 
 fn fault(r: &EpisodeReport) -> &GuestFault {
@@ -106,6 +111,7 @@ async fn max_tokens_clamps_and_marks_truncation() {
     let echo = load(&rt, c::WORKFLOW_ECHO);
     let r = rt
         .run_episode(
+            &Scope::default(),
             &echo,
             EpisodeRequest {
                 config: json!({"max_new_tokens": 2}).into(),
@@ -214,7 +220,7 @@ async fn fuel_on_an_unmetered_runtime_is_refused_not_ignored() {
         retries: 0,
     };
     let err = rt
-        .register_reward("spin", Path::new(c::REWARD_SPIN), policy)
+        .register::<RewardComponent>("spin", Path::new(c::REWARD_SPIN), policy)
         .expect_err("a fuel registration on an unmetered runtime");
     assert!(format!("{err:#}").contains("without fuel"), "{err:#}");
     assert_serves_next(&rt).await;
@@ -442,6 +448,7 @@ async fn concurrent_episodes_do_not_share_global_state() {
         let (rt, w) = (rt.clone(), w.clone());
         tokio::spawn(async move {
             rt.run_episode(
+                &Scope::default(),
                 &w,
                 EpisodeRequest::new(tag, json!({"tag": tag})),
                 Arc::new(Limits::default()),

@@ -5,7 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rollbox_runtime::{EpisodeOutcome, EpisodeRequest, Limits, Runtime, RuntimeConfig, Services};
+use rollbox_runtime::{
+    EpisodeOutcome, EpisodeRequest, Limits, Runtime, RuntimeConfig, Scope, Services,
+    WorkflowComponent,
+};
 use rollbox_tests::components as c;
 use rollbox_tests::test_cache_dir;
 use rollbox_tokenizer::HostTokenizer;
@@ -38,7 +41,9 @@ async fn workflows_tokenize_on_the_host_like_transformers() {
         services,
     )
     .expect("runtime");
-    let w = rt.load_workflow(Path::new(c::TOKENIZE)).expect("loads");
+    let w = rt
+        .load::<WorkflowComponent>(Path::new(c::TOKENIZE))
+        .expect("loads");
     let f = fixture();
     let enc = &f["encode"][8];
     let chat = f["chat"]
@@ -49,6 +54,7 @@ async fn workflows_tokenize_on_the_host_like_transformers() {
         .expect("multi_turn");
     let r = rt
         .run_episode(
+            &Scope::default(),
             &w,
             EpisodeRequest::new(
                 "r0-s0",
@@ -81,9 +87,12 @@ async fn workflows_tokenize_on_the_host_like_transformers() {
 #[tokio::test]
 async fn without_a_tokenizer_calls_say_how_to_load_one() {
     let rt = rollbox_tests::runtime();
-    let w = rt.load_workflow(Path::new(c::TOKENIZE)).expect("loads");
+    let w = rt
+        .load::<WorkflowComponent>(Path::new(c::TOKENIZE))
+        .expect("loads");
     let r = rt
         .run_episode(
+            &Scope::default(),
             &w,
             EpisodeRequest::new("r0-s0", json!({"text": "hi", "messages": []})),
             Arc::new(Limits::default()),
@@ -123,11 +132,18 @@ async fn tokenizer_calls_are_capped_timed_and_charged_to_fuel() {
     use std::time::{Duration, Instant};
     let text = rollbox_tests::random_words;
     let run = |rt: Runtime, text: String, limits: Limits| async move {
-        let w = rt.load_workflow(Path::new(c::TOKENIZE)).expect("loads");
+        let w = rt
+            .load::<WorkflowComponent>(Path::new(c::TOKENIZE))
+            .expect("loads");
         let data = json!({"text": text, "messages": [{"role": "user", "content": "hi"}]});
         let start = Instant::now();
         let r = rt
-            .run_episode(&w, EpisodeRequest::new("r0-s0", data), Arc::new(limits))
+            .run_episode(
+                &Scope::default(),
+                &w,
+                EpisodeRequest::new("r0-s0", data),
+                Arc::new(limits),
+            )
             .await;
         (r, start.elapsed())
     };

@@ -16,7 +16,8 @@ use rollbox_engines::{
     EngineError, GenerateRequest, GenerateResponse, InferenceBackend, StopReason,
 };
 use rollbox_runtime::{
-    CallPolicy, EpisodeOutcome, EpisodeReport, Limits, Runtime, RuntimeConfig, Services, Trajectory,
+    CallPolicy, EpisodeOutcome, EpisodeReport, Limits, Runtime, RuntimeConfig, Scope, Services,
+    ToolComponent, Trajectory, WorkflowComponent,
 };
 use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
@@ -97,9 +98,9 @@ fn runtime(
             ..Limits::untrusted_tool()
         });
     }
-    rt.register_tool("python", Path::new(c::PYTHON_EXEC_TOOL), python)
+    rt.register::<ToolComponent>("python", Path::new(c::PYTHON_EXEC_TOOL), python)
         .expect("python-exec");
-    rt.register_tool(
+    rt.register::<ToolComponent>(
         "calculator",
         Path::new(c::TOOL_CALCULATOR),
         CallPolicy::tool(),
@@ -147,9 +148,10 @@ async fn episode(
 async fn run(rt: &Runtime, config: Value) -> EpisodeReport {
     let data = json!({"question": "What is 6 times 7?", "answer": "42"});
     let w = rt
-        .load_workflow(Path::new(c::WORKFLOW_TOOL_AGENT))
+        .load::<WorkflowComponent>(Path::new(c::WORKFLOW_TOOL_AGENT))
         .expect("tool-agent loads");
     rt.run_episode(
+        &Scope::default(),
         &w,
         rollbox_runtime::EpisodeRequest {
             config: config.into(),
@@ -342,19 +344,19 @@ async fn hermes_episode(hermes_template: bool, recording: &str) {
 /// The schemas the workflow passed: python-exec's and the calculator's, as the host gives them.
 async fn tool_schemas() -> Value {
     let rt = Runtime::new(RuntimeConfig::default(), Services::new()).expect("runtime");
-    rt.register_tool(
+    rt.register::<ToolComponent>(
         "calculator",
         Path::new(c::TOOL_CALCULATOR),
         CallPolicy::default(),
     )
     .expect("calculator");
-    rt.register_tool(
+    rt.register::<ToolComponent>(
         "python",
         Path::new(c::PYTHON_EXEC_TOOL),
         CallPolicy::default(),
     )
     .expect("python");
-    rt.tool_schemas().await.expect("schemas")
+    rt.tool_schemas(&Scope::default()).await.expect("schemas")
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -6,7 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rollbox_runtime::{CallPolicy, GuestFault, Limits, Runtime};
+use rollbox_runtime::{
+    CallPolicy, GuestFault, Limits, RewardComponent, Runtime, Scope, ToolComponent, ToolInput,
+    WorkflowComponent,
+};
 use rollbox_tests::components as c;
 use rollbox_tests::runtime;
 use serde_json::{Value, json};
@@ -329,16 +332,14 @@ fn hostile() -> Vec<(&'static str, &'static str, Expect)> {
 }
 
 /// A call's outcome as (`ok`, the result object) or the host's fault.
-async fn exec(
-    rt: &Runtime,
-    tool: &rollbox_runtime::ToolComponent,
-    code: &str,
-) -> Result<Value, GuestFault> {
+async fn exec(rt: &Runtime, tool: &ToolComponent, code: &str) -> Result<Value, GuestFault> {
     let r = rt
-        .call_tool(
+        .call_once(
             tool,
-            "python".into(),
-            json!({"code": code}).to_string(),
+            ToolInput::Call {
+                name: "python".into(),
+                args: json!({"code": code}).to_string(),
+            },
             exec_limits(),
         )
         .await;
@@ -369,7 +370,7 @@ async fn python_exec_contains_every_hostile_snippet() {
     }
     let rt = runtime();
     let tool = rt
-        .load_tool(Path::new(c::PYTHON_EXEC_TOOL))
+        .load::<ToolComponent>(Path::new(c::PYTHON_EXEC_TOOL))
         .expect("python-exec loads");
     let cases = hostile();
     assert!(cases.len() >= 50, "{} snippets", cases.len());
@@ -422,7 +423,7 @@ async fn python_exec_runs_the_standard_library_and_keeps_no_state() {
     }
     let rt = runtime();
     let tool = rt
-        .load_tool(Path::new(c::PYTHON_EXEC_TOOL))
+        .load::<ToolComponent>(Path::new(c::PYTHON_EXEC_TOOL))
         .expect("python-exec loads");
     let ok = |code: &'static str| {
         let rt = &rt;
@@ -468,7 +469,14 @@ async fn python_exec_runs_the_standard_library_and_keeps_no_state() {
     assert_eq!(r["value"], "(False, 3.141592653589793, False)");
     // Bad arguments are the tool's error, readable.
     let r = rt
-        .call_tool(&tool, "python".into(), "{\"src\": 1}".into(), exec_limits())
+        .call_once(
+            &tool,
+            ToolInput::Call {
+                name: "python".into(),
+                args: "{\"src\": 1}".into(),
+            },
+            exec_limits(),
+        )
         .await;
     assert!(
         matches!(&r.result, Err(GuestFault::GuestError { message }) if message.contains("`code`")),
@@ -484,21 +492,25 @@ async fn tools_describe_themselves_and_old_components_still_load() {
     }
     let rt = runtime();
     let calc = rt
-        .load_tool(Path::new(c::TOOL_CALCULATOR))
+        .load::<ToolComponent>(Path::new(c::TOOL_CALCULATOR))
         .expect("calculator");
     assert!(calc.describes());
     let d = rt
-        .describe_tool(&calc, Arc::new(Limits::untrusted_call()))
+        .call_once(
+            &calc,
+            ToolInput::Describe,
+            Arc::new(Limits::untrusted_call()),
+        )
         .await
         .result
         .expect("describe");
     let d: Value = serde_json::from_str(&d).expect("JSON");
     assert_eq!(d["parameters"]["required"], json!(["expression"]));
     let py = rt
-        .load_tool(Path::new(c::PYTHON_EXEC_TOOL))
+        .load::<ToolComponent>(Path::new(c::PYTHON_EXEC_TOOL))
         .expect("python-exec");
     let d = rt
-        .describe_tool(&py, exec_limits())
+        .call_once(&py, ToolInput::Describe, exec_limits())
         .await
         .result
         .expect("describe");
@@ -509,26 +521,28 @@ async fn tools_describe_themselves_and_old_components_still_load() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("old.wasm");
     std::fs::write(&path, old).expect("write");
-    let tool = rt.load_tool(&path).expect("a 0.1.0 tool loads");
+    let tool = rt.load::<ToolComponent>(&path).expect("a 0.1.0 tool loads");
     assert!(!tool.describes());
     let r = rt
-        .call_tool(
+        .call_once(
             &tool,
-            "old".into(),
-            "{}".into(),
+            ToolInput::Call {
+                name: "old".into(),
+                args: "{}".into(),
+            },
             Arc::new(Limits::untrusted_call()),
         )
         .await;
     assert_eq!(r.result, Ok("old-tool".to_string()));
-    rt.register_tool("old", &path, CallPolicy::default())
+    rt.register::<ToolComponent>("old", &path, CallPolicy::default())
         .expect("registers");
-    rt.register_tool(
+    rt.register::<ToolComponent>(
         "calculator",
         Path::new(c::TOOL_CALCULATOR),
         CallPolicy::default(),
     )
     .expect("registers");
-    let schemas = rt.tool_schemas().await.expect("schemas");
+    let schemas = rt.tool_schemas(&Scope::default()).await.expect("schemas");
     assert_eq!(schemas.as_array().map(Vec::len), Some(2), "{schemas}");
     assert_eq!(schemas[0]["function"]["name"], "calculator");
     assert_eq!(schemas[0]["type"], "function");
@@ -594,13 +608,16 @@ async fn a_tool_flood_does_not_starve_rewards() {
         }),
         retries: 0,
     };
-    rt.register_tool("spin", Path::new(c::TOOL_SPIN), spin)
+    rt.register::<ToolComponent>("spin", Path::new(c::TOOL_SPIN), spin)
         .expect("register spin");
-    rt.register_reward("faulty", Path::new(c::REWARD_FAULTY), CallPolicy::default())
+    rt.register::<RewardComponent>("faulty", Path::new(c::REWARD_FAULTY), CallPolicy::default())
         .expect("register reward");
-    let caller = Arc::new(rt.load_workflow(Path::new(c::TOOL_CALLER)).expect("loads"));
+    let caller = Arc::new(
+        rt.load::<WorkflowComponent>(Path::new(c::TOOL_CALLER))
+            .expect("loads"),
+    );
     let echo = Arc::new(
-        rt.load_workflow(Path::new(c::WORKFLOW_ECHO))
+        rt.load::<WorkflowComponent>(Path::new(c::WORKFLOW_ECHO))
             .expect("loads"),
     );
     let flood = {
@@ -611,8 +628,13 @@ async fn a_tool_flood_does_not_starve_rewards() {
                 timeout: Duration::from_secs(300),
                 ..Limits::default()
             };
-            rt.run_episode(&caller, EpisodeRequest::new("flood", row), Arc::new(limits))
-                .await
+            rt.run_episode(
+                &Scope::default(),
+                &caller,
+                EpisodeRequest::new("flood", row),
+                Arc::new(limits),
+            )
+            .await
         })
     };
     // The flood's calls are queued or spinning before the others start.
@@ -631,7 +653,8 @@ async fn a_tool_flood_does_not_starve_rewards() {
                     timeout: Duration::from_secs(20),
                     ..Limits::default()
                 };
-                rt.run_episode(&echo, request, Arc::new(limits)).await
+                rt.run_episode(&Scope::default(), &echo, request, Arc::new(limits))
+                    .await
             })
         })
         .collect();

@@ -7,7 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use base64::Engine as _;
-use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Trajectory};
+use rollbox_runtime::{
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Scope, Trajectory, WorkflowComponent,
+};
 use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
 use rollbox_tests::runtime;
@@ -29,9 +31,10 @@ fn b64(bytes: &[u8]) -> String {
 async fn probe(data: Value) -> EpisodeReport {
     let rt = runtime();
     let w = rt
-        .load_workflow(Path::new(c::VISION_PROBE))
+        .load::<WorkflowComponent>(Path::new(c::VISION_PROBE))
         .expect("probe loads");
     rt.run_episode(
+        &Scope::default(),
         &w,
         EpisodeRequest::new("r0-s0", data),
         Arc::new(Limits::default()),
@@ -160,11 +163,16 @@ fn image_work_stops_at_the_deadline_and_is_charged_to_fuel() {
         limits: Limits,
     ) -> EpisodeReport {
         let w = rt
-            .load_workflow(Path::new(c::VISION_PROBE))
+            .load::<WorkflowComponent>(Path::new(c::VISION_PROBE))
             .expect("probe loads");
         let data = json!({"images": vec![image; n]});
-        rt.run_episode(&w, EpisodeRequest::new("r0-s0", data), Arc::new(limits))
-            .await
+        rt.run_episode(
+            &Scope::default(),
+            &w,
+            EpisodeRequest::new("r0-s0", data),
+            Arc::new(limits),
+        )
+        .await
     }
     let episode = |rt, n, limits| images(rt, &image, n, limits);
     let tokio = || {

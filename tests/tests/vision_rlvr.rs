@@ -17,7 +17,7 @@ use rollbox_engines::{EngineError, GenerateRequest, GenerateResponse, InferenceB
 use rollbox_rollout::dataset::Dataset;
 use rollbox_rollout::output::OutputDir;
 use rollbox_rollout::{Rollout, RolloutOptions};
-use rollbox_runtime::{EpisodeOutcome, Trajectory};
+use rollbox_runtime::{EpisodeOutcome, Trajectory, WorkflowComponent};
 use rollbox_tensor::{Device, HostTensor, TensorData, read_safetensors};
 use rollbox_tests::components as c;
 use rollbox_tokenizer::HostTokenizer;
@@ -276,7 +276,7 @@ async fn a_rollout_of_image_rows_splits_back_by_its_offsets() {
     let runtime = Arc::new(rollbox_tests::workflow_runtime(&tok, seen));
     let workflow = Arc::new(
         runtime
-            .load_workflow(Path::new(c::WORKFLOW_VISION_RLVR))
+            .load::<WorkflowComponent>(Path::new(c::WORKFLOW_VISION_RLVR))
             .expect("loads"),
     );
     let rows: Vec<String> = cases.iter().map(|c| c["row"].to_string()).collect();

@@ -4,7 +4,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Runtime, Trajectory};
+use rollbox_runtime::{
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, Limits, Runtime, Scope, Trajectory,
+    WorkflowComponent,
+};
 use rollbox_tensor::TensorData;
 use rollbox_tests::components as c;
 use rollbox_tokenizer::{ChatOptions, HostTokenizer};
@@ -135,7 +138,7 @@ async fn rlvr_produces_areal_layout_scored_by_the_sandboxed_reward() {
 
     // The second recorded answer for the same prompt, sample 1's, is wrong.
     let w = rt
-        .load_workflow(std::path::Path::new(c::WORKFLOW_RLVR))
+        .load::<WorkflowComponent>(std::path::Path::new(c::WORKFLOW_RLVR))
         .expect("loads");
     let request = rollbox_runtime::EpisodeRequest {
         config: json!({"reward": "math"}).into(),
@@ -143,7 +146,12 @@ async fn rlvr_produces_areal_layout_scored_by_the_sandboxed_reward() {
         ..rollbox_runtime::EpisodeRequest::new("r0-s1", row())
     };
     let r = rt
-        .run_episode(&w, request, std::sync::Arc::new(Default::default()))
+        .run_episode(
+            &Scope::default(),
+            &w,
+            request,
+            std::sync::Arc::new(Default::default()),
+        )
         .await;
     assert_eq!(f32s(accepted(&r), "rewards"), vec![0.0]);
 
@@ -404,9 +412,12 @@ async fn rlvr_matches_the_areal_layout_fixture() {
 #[tokio::test]
 async fn merged_rows_are_padded_and_carry_rollout_reward_when_rewards_differ() {
     let rt = rollbox_tests::runtime();
-    let w = rt.load_workflow(Path::new(c::MULTI_ROW)).expect("loads");
+    let w = rt
+        .load::<WorkflowComponent>(Path::new(c::MULTI_ROW))
+        .expect("loads");
     let r = rt
         .run_episode(
+            &Scope::default(),
             &w,
             EpisodeRequest::new("r0-s0", json!({"rewards": [1.0, 0.0]})),
             Arc::new(Limits::default()),
@@ -431,6 +442,7 @@ async fn merged_rows_are_padded_and_carry_rollout_reward_when_rewards_differ() {
     // Equal rewards: no rollout_reward.
     let r = rt
         .run_episode(
+            &Scope::default(),
             &w,
             EpisodeRequest::new("r0-s1", json!({"rewards": [1.0, 1.0]})),
             Arc::new(Limits::default()),

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::bail;
-use rollbox_runtime::{Limits, Runtime, RuntimeConfig, Services};
+use rollbox_runtime::{Limits, RewardComponent, Runtime, RuntimeConfig, Services};
 
 use crate::common::{percentile, require, rss_bytes};
 
@@ -200,13 +200,13 @@ async fn one(
 ) -> anyhow::Result<()> {
     require(path)?;
     let t = Instant::now();
-    let reward = runtime.load_reward(path)?;
+    let reward = runtime.load::<RewardComponent>(path)?;
     let load = t.elapsed();
     let limits = Arc::new(Limits::untrusted_call());
     let calls: Arc<Vec<rollbox_runtime::RewardCall>> = Arc::new(calls.to_vec());
     for call in calls.iter().take(4) {
         runtime
-            .call_reward(&reward, call.clone(), limits.clone())
+            .call_once(&reward, call.clone(), limits.clone())
             .await
             .result?;
     }
@@ -215,7 +215,7 @@ async fn one(
     for i in 0..iterations {
         let call = calls[i % calls.len()].clone();
         let t = Instant::now();
-        let r = runtime.call_reward(&reward, call, limits.clone()).await;
+        let r = runtime.call_once(&reward, call, limits.clone()).await;
         times.push(t.elapsed());
         peak = peak.max(r.peak_memory_bytes);
         r.result?;
@@ -230,7 +230,7 @@ async fn one(
             ..rollbox_runtime::RewardCall::default()
         };
         let t = Instant::now();
-        let _ = runtime.call_reward(&reward, call, limits.clone()).await;
+        let _ = runtime.call_once(&reward, call, limits.clone()).await;
         quick.push(t.elapsed());
     }
     quick.sort_unstable();
@@ -265,7 +265,7 @@ async fn one(
                 if i >= total {
                     return Ok::<(), anyhow::Error>(());
                 }
-                rt.call_reward(&reward, calls[i % calls.len()].clone(), limits.clone())
+                rt.call_once(&reward, calls[i % calls.len()].clone(), limits.clone())
                     .await
                     .result?;
             }

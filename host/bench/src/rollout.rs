@@ -129,7 +129,7 @@ pub async fn soak(
     println!(
         "soak: {rows} rows x 1 sample, {in_flight} in flight, engine latency {} ms, rlvr workflow + math reward ({} instance allocation)",
         latency.as_millis(),
-        if setup.host.runtime().is_pooled() {
+        if setup.host.runtime().config().pooling {
             "pooled"
         } else {
             "on-demand"

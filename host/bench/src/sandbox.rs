@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use rollbox_engines::StopReason;
 use rollbox_engines::testing::FakeBackend;
-use rollbox_runtime::{EpisodeOutcome, EpisodeRequest, Limits, Runtime, RuntimeConfig, Services};
+use rollbox_runtime::{
+    EpisodeOutcome, EpisodeRequest, Limits, Runtime, RuntimeConfig, Scope, Services,
+    WorkflowComponent,
+};
 
 use crate::common::{percentile, require, rss_bytes};
 
@@ -27,11 +30,11 @@ pub async fn run(
         Services::new().with_backend(gate.clone()),
     )?);
     let limits = Arc::new(Limits::default());
-    let trivial_c = runtime.load_workflow(trivial)?;
-    let echo_c = runtime.load_workflow(echo)?;
+    let trivial_c = runtime.load::<WorkflowComponent>(trivial)?;
+    let echo_c = runtime.load::<WorkflowComponent>(echo)?;
     println!(
         "sandbox bench: wasmtime 48, pooling allocator {}, epoch tick {:?}",
-        if runtime.is_pooled() {
+        if runtime.config().pooling {
             "on"
         } else {
             "off (fallback)"
@@ -44,6 +47,7 @@ pub async fn run(
     for _ in 0..200 {
         runtime
             .run_episode(
+                &Scope::default(),
                 &trivial_c,
                 EpisodeRequest::new("warm", data.clone()),
                 limits.clone(),
@@ -56,6 +60,7 @@ pub async fn run(
         let t = Instant::now();
         let r = runtime
             .run_episode(
+                &Scope::default(),
                 &trivial_c,
                 EpisodeRequest::new(format!("b{i}"), data.clone()),
                 limits.clone(),
@@ -88,6 +93,7 @@ pub async fn run(
         let l = limits.clone();
         tasks.push(tokio::spawn(async move {
             rt.run_episode(
+                &Scope::default(),
                 &c,
                 EpisodeRequest::new(
                     format!("idle{i}"),

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use rollbox_runtime::{Limits, Runtime, RuntimeConfig, Services, ToolComponent};
+use rollbox_runtime::{Limits, Runtime, RuntimeConfig, Services, ToolComponent, ToolInput};
 
 use crate::common::{percentile, require, rss_bytes};
 
@@ -36,7 +36,14 @@ async fn call(
 ) -> anyhow::Result<(Duration, String)> {
     let t = Instant::now();
     let r = rt
-        .call_tool(tool, "bench".into(), args.to_string(), limits.clone())
+        .call_once(
+            tool,
+            ToolInput::Call {
+                name: "bench".into(),
+                args: args.to_string(),
+            },
+            limits.clone(),
+        )
         .await;
     let dt = t.elapsed();
     Ok((dt, r.result.map_err(|f| anyhow::anyhow!("tool call: {f}"))?))
@@ -90,9 +97,9 @@ pub async fn run(
     require(c.calculator)?;
     let rt = Arc::new(Runtime::new(RuntimeConfig::default(), Services::new())?);
     let t = Instant::now();
-    let py = rt.load_tool(c.python_exec)?;
+    let py = rt.load::<ToolComponent>(c.python_exec)?;
     let load = t.elapsed();
-    let calc = rt.load_tool(c.calculator)?;
+    let calc = rt.load::<ToolComponent>(c.calculator)?;
     let limits = Arc::new(Limits::untrusted_tool());
     let args = serde_json::json!({ "code": SNIPPET }).to_string();
     let (_, out) = call(&rt, &py, &args, &limits).await?;
@@ -147,7 +154,14 @@ pub async fn run(
     for _ in 0..(rounds * per_round) {
         let t = Instant::now();
         let r = rt
-            .call_tool(&py, "bench".into(), "{}".into(), limits.clone())
+            .call_once(
+                &py,
+                ToolInput::Call {
+                    name: "bench".into(),
+                    args: "{}".into(),
+                },
+                limits.clone(),
+            )
             .await;
         quick.push(t.elapsed());
         peak_memory = peak_memory.max(r.peak_memory_bytes);

@@ -2441,3 +2441,61 @@ fn serve_takes_tenants_in_turn_for_the_sandbox() {
         std::panic::resume_unwind(e);
     }
 }
+
+/// A tenant's caps take any limit key (`limits = {...}` in the tenants file) and bound the
+/// registered rewards and tools its episodes reach, not only the episodes: tenant a's fuel cap
+/// stops the registered `spin` tool its episode calls out of fuel, while b's call of the same
+/// tool runs to the tool's own timeout.
+#[test]
+fn serve_caps_what_a_tenants_episodes_call_by_any_limit_key() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = two_tenants(tmp.path(), "limits = { fuel = 50000000 }", "");
+    let caller = format!("caller={}", c::TOOL_CALLER);
+    // Fuel on the tool turns metering on; 10^12 is far more than spinning 1 s takes.
+    let spin = format!("spin={},fuel=1000000000000,timeout=1s", c::TOOL_SPIN);
+    let (mut child, addr) = start_serve(
+        &[
+            "--tenants",
+            file.to_str().expect("path"),
+            "--workflow",
+            c::TOOL_CALLER,
+            "--extra-workflow",
+            &caller,
+            "--tool",
+            &spin,
+        ],
+        tmp.path(),
+    );
+    let result = std::panic::catch_unwind(|| {
+        let batch = tmp.path().join("batch.safetensors");
+        let run = |key: &str| -> Value {
+            let request = json!({"rows": [{"tool": "spin", "args": {}}], "n_samples": 1});
+            let (code, _, body) =
+                http_with(&addr, "POST", "/v1/episodes", &[key], &request.to_string());
+            assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+            std::fs::write(&batch, &body).expect("write");
+            let loaded = rollbox_tests::check_safetensors(&batch);
+            let lines: Value = serde_json::from_str(
+                loaded["metadata"]["trajectories"]
+                    .as_str()
+                    .expect("trajectories"),
+            )
+            .expect("JSON");
+            lines[0]["metadata"]["error"].clone()
+        };
+        let a = run("Authorization: Bearer key-a");
+        let a = a.as_str().unwrap_or_default().to_lowercase();
+        assert!(a.contains("fuel"), "a's fuel cap stops the tool: {a}");
+        let b = run("Authorization: Bearer key-b");
+        let b = b.as_str().unwrap_or_default().to_lowercase();
+        assert!(
+            b.contains("timeout") || b.contains("timed out"),
+            "b's call runs to the tool's timeout: {b}"
+        );
+    });
+    child.kill().expect("stop serve");
+    child.wait().expect("reaped");
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

@@ -17,7 +17,7 @@ use tokio::sync::{Semaphore, mpsc};
 use crate::batch::{Kept, KeptGroup, Writer};
 use crate::dataset::{Dataset, Row};
 use crate::group::{self, DropReason, Schema};
-use crate::options::{RolloutOptions, episode_seed};
+use crate::options::{RolloutOptions, RunScope, episode_seed};
 use crate::sink::BatchSink;
 use crate::staleness::Staleness;
 use crate::stats::{Progress, Stats, Tally};
@@ -55,6 +55,19 @@ impl Rollout {
     /// dataset; bad lines are counted in the stats as they are read.
     pub async fn run(
         &self,
+        dataset: Dataset,
+        out: &mut dyn BatchSink,
+        progress: &mut (dyn FnMut(&Progress) + Send),
+    ) -> anyhow::Result<Stats> {
+        self.run_for(&RunScope::default(), dataset, out, progress)
+            .await
+    }
+
+    /// [`Rollout::run`] for a caller other than the process: its episodes run in `who`'s scope
+    /// and draw on the budget it shares with that caller's other runs.
+    pub async fn run_for(
+        &self,
+        who: &RunScope,
         mut dataset: Dataset,
         out: &mut dyn BatchSink,
         progress: &mut (dyn FnMut(&Progress) + Send),
@@ -99,7 +112,7 @@ impl Rollout {
             while next.is_some() && staleness.capacity(version) > 0 {
                 let Some(row) = next.take() else { break };
                 staleness.running += 1;
-                groups.add(self.spawn_group(row, &config, episodes.clone(), tx.clone()));
+                groups.add(self.spawn_group(who, row, &config, episodes.clone(), tx.clone()));
                 next = next_row(&mut dataset, out, &mut tally, max_rows)?;
             }
             if pending.len() >= o.batch_size {
@@ -186,6 +199,7 @@ impl Rollout {
 
     fn spawn_group(
         &self,
+        who: &RunScope,
         row: Row,
         config: &JsonText,
         episodes: Arc<Semaphore>,
@@ -199,8 +213,8 @@ impl Rollout {
             self.limits.clone(),
         );
         let config = config.clone();
-        let shared = self.options.shared.clone();
-        let catalog = self.options.catalog.clone().unwrap_or_default();
+        let shared = who.shared.clone();
+        let scope = who.scope.clone();
         // The group counts as in flight from here (the controller's staleness accounting).
         let admitted = Instant::now();
         let group = tokio::spawn(async move {
@@ -231,16 +245,16 @@ impl Rollout {
                     sample_index: s,
                     seed: episode_seed(seed, row.index, s),
                 };
-                let (runtime, workflow, limits, catalog) = (
+                let (runtime, workflow, limits, scope) = (
                     runtime.clone(),
                     workflow.clone(),
                     limits.clone(),
-                    catalog.clone(),
+                    scope.clone(),
                 );
                 let episode = async move {
                     let id = request.id.clone();
                     let started = Instant::now();
-                    let run = runtime.run_episode_in(&workflow, request, limits, catalog);
+                    let run = runtime.run_episode(&scope, &workflow, request, limits);
                     let report = match &shared_permit {
                         // Stopped once the shared time is spent.
                         Some((_, _, meter)) => tokio::select! {

@@ -51,7 +51,7 @@ pub use batch::MAX_BATCH_TENSOR_BYTES;
 pub use controller::Rollout;
 pub use group::DropReason;
 pub use meter::SandboxMeter;
-pub use options::{RolloutOptions, SharedEpisodes, neutral_hint};
+pub use options::{RolloutOptions, RunScope, SharedEpisodes, neutral_hint};
 pub use output::OutputDir;
 pub use sink::{Batch, BatchSink, MemorySink, OverBudget};
 pub use stats::{Progress, Stats};

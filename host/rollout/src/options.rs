@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use rollbox_runtime::{Catalog, Setting};
+use rollbox_runtime::{Scope, Setting};
 use tokio::sync::Semaphore;
 
 use crate::group::{Filter, GroupPolicy, Normalization};
@@ -32,12 +32,17 @@ pub struct RolloutOptions {
     /// How the entry point says to change a setting, for failed episodes' logs and
     /// `dropped-rows.jsonl` (the CLI names its flag; the default names the setting's key).
     pub hint: fn(&Setting) -> String,
+}
+
+/// Who a run is for, when it is not the process's own ([`Rollout::run_for`](crate::Rollout::run_for)):
+/// the scope its episodes run in and the budget they share with that caller's other runs.
+#[derive(Debug, Clone, Default)]
+pub struct RunScope {
+    /// The rewards and tools the episodes reach and the caps they run under.
+    pub scope: Scope,
     /// Episodes this run shares with other runs (a tenant's requests to `rollbox serve`):
     /// `None` for a run of its own.
     pub shared: Option<SharedEpisodes>,
-    /// The rewards and tools the episodes reach (a tenant's allowed ones and any its request
-    /// brought); `None`: every registered one.
-    pub catalog: Option<Arc<Catalog>>,
 }
 
 /// A budget several runs draw on together: every episode of each also takes one of
@@ -71,8 +76,6 @@ impl Default for RolloutOptions {
             seed: 0,
             max_rows: None,
             hint: neutral_hint,
-            shared: None,
-            catalog: None,
         }
     }
 }

@@ -11,10 +11,10 @@ use serde::Serialize;
 use crate::bindings;
 use crate::bindings::episode::EpisodeOutput;
 use crate::budget::Reservation;
-use crate::catalog::Catalog;
 use crate::component::ComponentInfo;
 use crate::fault::GuestFault;
 use crate::limits::Limits;
+use crate::scope::Scope;
 use crate::services::Services;
 use crate::state::{CallCtx, LogLine, Sandboxed, StoreState};
 
@@ -25,7 +25,7 @@ pub struct EpisodeCtx {
     pub(crate) call: CallCtx,
     pub(crate) services: Arc<Services>,
     /// The rewards and tools its host calls reach.
-    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) scope: Scope,
     pub(crate) generate_calls: u32,
     pub(crate) generated_tokens: u64,
     pub(crate) tensor_bytes: usize,
@@ -72,18 +72,18 @@ pub type EpisodeState = StoreState<EpisodeCtx>;
 
 impl StoreState<EpisodeCtx> {
     /// An episode's store state: [`StoreState::with`] and the episode's counters, with
-    /// `services` for its host calls, reaching the rewards and tools of `catalog`.
+    /// `services` for its host calls, reaching the rewards and tools of `scope`.
     pub(crate) fn episode(
         id: String,
         limits: Arc<Limits>,
         services: Arc<Services>,
-        catalog: Arc<Catalog>,
+        scope: Scope,
         seed: u64,
     ) -> Self {
         StoreState::with(id, limits, seed, |call| EpisodeCtx {
             call,
             services,
-            catalog,
+            scope,
             generate_calls: 0,
             generated_tokens: 0,
             tensor_bytes: 0,

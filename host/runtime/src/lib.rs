@@ -17,17 +17,20 @@
 //! * each episode classified as accepted tensors, rejected, or a typed [`GuestFault`], with its
 //!   captured output, logs and stats. The host never panics on guest behaviour.
 //!
-//! Layout (no module imports another that imports it back): `runtime.rs` is `Runtime` (every
-//! method of it); `host/` holds the host side of each WIT interface, one module per interface
-//! (`engine`, `tokenizer`, `rewards`, `tools`, `tensor`, `log`, `vision`), as wasmtime-wasi's
-//! `p2/host/` does; `sandbox`, `state`, `fault`, `limits`, `budget` and `host_work` are the
-//! sandbox core. A store's state is `StoreState<C>`: a reward's or tool call's holds only its
-//! `CallCtx` (limits, captured output, logs, deadline: their worlds import only `log`), an
-//! episode's holds an `EpisodeCtx` (`episode.rs`, with `WorkflowComponent` and the request
-//! and report) that embeds one. `component` loads and checks components; `registry` is what a
-//! registered reward or tool is; `services` is what host calls reach (engine, tokenizer, the
-//! registered rewards and tools); `untrusted` runs reward and tool calls in their own
-//! instances.
+//! Layout (no module imports another that imports it back; `tests/module_graph.rs` reads the
+//! sources and fails on a circle): `runtime.rs` is `Runtime` (every method of it, at most 15);
+//! `pool.rs` the engines, pools and linkers it is built on; `kinds.rs` the component kinds it
+//! loads (`Load`) and calls (`Callable`); `scope.rs` who is calling (`Scope`); `host/` holds
+//! the host side of each WIT interface, one module per interface (`engine`, `tokenizer`,
+//! `rewards`, `tools`, `tensor`, `log`, `vision`), as wasmtime-wasi's `p2/host/` does;
+//! `sandbox`, `state`, `fault`, `limits`, `budget` and `host_work` are the sandbox core. A
+//! store's state is `StoreState<C>`: a tool call's holds only its `CallCtx` (limits, captured
+//! output, logs, deadline), a reward's also the tools it may call (behind the `RewardTools`
+//! trait, which `host::tools` implements, so the core names no interface), an episode's an
+//! `EpisodeCtx` (`episode.rs`, with `WorkflowComponent` and the request and report) that embeds
+//! one. `component` reads and checks component files; `registry` is what a registered reward or
+//! tool is; `services` is what host calls reach (engine, tokenizer, the registered rewards and
+//! tools); `untrusted` runs reward and tool calls in their own instances.
 //!
 //! What it does not do: inference (that is `rollbox-engines`, behind
 //! [`rollbox_engines::InferenceBackend`]), tensor math (`rollbox-tensor`), datasets and batching.
@@ -35,12 +38,12 @@
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! use std::sync::Arc;
-//! use rollbox_runtime::{EpisodeRequest, Limits, Runtime, RuntimeConfig, Services};
+//! use rollbox_runtime::{EpisodeRequest, Limits, Runtime, RuntimeConfig, Scope, Services, WorkflowComponent};
 //!
 //! let runtime = Runtime::new(RuntimeConfig::default(), Services::new())?;
-//! let workflow = runtime.load_workflow(std::path::Path::new("workflow.wasm"))?;
+//! let workflow: WorkflowComponent = runtime.load(std::path::Path::new("workflow.wasm"))?;
 //! let report = runtime
-//!     .run_episode(&workflow, EpisodeRequest::new("r0-s0", serde_json::json!({"x": 1})), Arc::new(Limits::default()))
+//!     .run_episode(&Scope::default(), &workflow, EpisodeRequest::new("r0-s0", serde_json::json!({"x": 1})), Arc::new(Limits::default()))
 //!     .await;
 //! println!("{}", report.outcome.kind());
 //! # Ok(()) }
@@ -50,16 +53,18 @@ mod bindings;
 mod budget;
 mod cache;
 mod canary;
-mod catalog;
 mod component;
 mod episode;
 mod fault;
 mod host;
 mod host_work;
+mod kinds;
 mod limits;
+mod pool;
 mod registry;
 mod runtime;
 mod sandbox;
+mod scope;
 mod services;
 mod slots;
 mod state;
@@ -73,7 +78,6 @@ pub use budget::{
     default_budget, host_memory,
 };
 pub use canary::CanaryReport;
-pub use catalog::Catalog;
 pub use component::{
     ComponentInfo, ComponentSource, MAX_COMPONENT_FILE_BYTES, RewardComponent, ToolComponent,
     read_component,
@@ -87,14 +91,15 @@ pub use host::engine::MAX_GENERATE_MANY_REQUESTS;
 pub use host::tools::MAX_CALL_MANY_CALLS;
 pub use host::vision::MAX_IMAGES_PER_CALL;
 pub use host_work::HOST_FUEL_PER_MS;
+pub use kinds::{Callable, Load, ToolInput};
 pub use limits::{
-    LIMIT_KEYS, LimitKey, LimitUnit, LimitValue, Limits, MAX_MEMORY_BYTES_CAP, Setting,
-    parse_duration, parse_size, show_size,
+    Caps, LIMIT_KEYS, LimitError, LimitKey, LimitSpec, LimitUnit, LimitValue, Limits,
+    MAX_MEMORY_BYTES_CAP, Setting, parse_duration, parse_size, show_size,
 };
+pub use pool::{DEFAULT_KEEP_RESIDENT_BYTES, EPOCH_TICK, RuntimeConfig, default_cache_dir};
 pub use registry::{CallPolicy, Registered};
-pub use runtime::{
-    DEFAULT_KEEP_RESIDENT_BYTES, EPOCH_TICK, Runtime, RuntimeConfig, default_cache_dir,
-};
+pub use runtime::Runtime;
+pub use scope::Scope;
 pub use services::{Services, reward_reserve, tool_calls_per_episode};
 pub use state::{LogLine, MAX_TABLE_ELEMENTS};
 pub use text::escape_control;

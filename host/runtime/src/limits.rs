@@ -1,6 +1,7 @@
 //! Per-instance limits: every guest-controlled size, count and duration has a named setting
 //! with a documented default here.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Upper bound on `max_memory_bytes`: a wasm32 linear memory cannot exceed 4 GiB, and the
@@ -66,17 +67,57 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// These limits with `timeout` and `max_memory_bytes` lowered to the values given, never
-    /// raised (a shared server's tenant limits).
-    pub fn tightened(&self, timeout: Option<Duration>, max_memory_bytes: Option<u64>) -> Limits {
-        let mut limits = self.clone();
-        if let Some(t) = timeout {
-            limits.timeout = limits.timeout.min(t);
+    /// These limits with each key `caps` sets lowered to its value, never raised: a limit
+    /// already tighter than its cap stays as it is.
+    pub fn capped(&self, caps: &LimitSpec) -> Limits {
+        let mut set = self.clone();
+        for (key, value) in caps.iter() {
+            if let Some(k) = LimitKey::find(key) {
+                k.set(&mut set, value);
+            }
         }
-        if let Some(m) = max_memory_bytes {
-            limits.max_memory_bytes = limits.max_memory_bytes.min(m);
+        self.meet(&set)
+    }
+
+    /// The tighter of `self` and `other`, field by field (no fuel budget is the loosest).
+    fn meet(&self, other: &Limits) -> Limits {
+        let Limits {
+            max_memory_bytes,
+            timeout,
+            fuel,
+            max_boundary_bytes,
+            max_handles,
+            max_tensor_bytes,
+            max_generate_calls,
+            max_reward_calls,
+            max_generated_tokens,
+            max_stdout_bytes,
+            max_stderr_bytes,
+            max_log_lines,
+            max_log_line_bytes,
+            max_tokenizer_input_bytes,
+        } = other;
+        Limits {
+            max_memory_bytes: self.max_memory_bytes.min(*max_memory_bytes),
+            timeout: self.timeout.min(*timeout),
+            fuel: match (self.fuel, *fuel) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            max_boundary_bytes: self.max_boundary_bytes.min(*max_boundary_bytes),
+            max_handles: self.max_handles.min(*max_handles),
+            max_tensor_bytes: self.max_tensor_bytes.min(*max_tensor_bytes),
+            max_generate_calls: self.max_generate_calls.min(*max_generate_calls),
+            max_reward_calls: self.max_reward_calls.min(*max_reward_calls),
+            max_generated_tokens: self.max_generated_tokens.min(*max_generated_tokens),
+            max_stdout_bytes: self.max_stdout_bytes.min(*max_stdout_bytes),
+            max_stderr_bytes: self.max_stderr_bytes.min(*max_stderr_bytes),
+            max_log_lines: self.max_log_lines.min(*max_log_lines),
+            max_log_line_bytes: self.max_log_line_bytes.min(*max_log_line_bytes),
+            max_tokenizer_input_bytes: self
+                .max_tokenizer_input_bytes
+                .min(*max_tokenizer_input_bytes),
         }
-        limits
     }
 
     /// The defaults for workflow episodes (`Limits::default()`), as a constant.
@@ -441,6 +482,169 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v * scale))
 }
 
+/// Limits set by key, applied over a base ([`Limits::default`] for episodes, the kind's
+/// defaults for rewards and tools). Unset keys keep the base's value.
+///
+/// Deserialises from a map of [`LIMIT_KEYS`] to values: sizes as a number of bytes or text
+/// (`"512MiB"`), durations as seconds or text (`"1.5s"`), counts as numbers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LimitSpec(BTreeMap<&'static str, LimitValue>);
+
+/// Why a limit could not be set.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LimitError {
+    /// No limit has this key.
+    Unknown(String),
+    /// The value is not one of the limit's unit.
+    Value(String),
+}
+
+impl std::fmt::Display for LimitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LimitError::Unknown(k) => {
+                write!(f, "unknown limit `{k}`; use {}", LimitKey::names())
+            }
+            LimitError::Value(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for LimitError {}
+
+impl LimitSpec {
+    /// Set limit `key` (a key of [`LIMIT_KEYS`], or `memory`) to `value`.
+    pub fn set(&mut self, key: &str, value: LimitValue) -> Result<(), LimitError> {
+        let k = LimitKey::find(key).ok_or_else(|| LimitError::Unknown(key.to_string()))?;
+        self.0.insert(k.key, value);
+        Ok(())
+    }
+
+    /// Set limit `key` from its text (`512MiB`, `1.5s`, `1000`).
+    pub fn set_text(&mut self, key: &str, text: &str) -> Result<(), LimitError> {
+        let k = LimitKey::find(key).ok_or_else(|| LimitError::Unknown(key.to_string()))?;
+        let v = k
+            .parse(text)
+            .map_err(|e| LimitError::Value(format!("{}: {e}", k.key)))?;
+        self.0.insert(k.key, v);
+        Ok(())
+    }
+
+    /// The value set for `key`, if any.
+    pub fn get(&self, key: &str) -> Option<LimitValue> {
+        LimitKey::find(key).and_then(|k| self.0.get(k.key).copied())
+    }
+
+    /// Whether fuel is set.
+    pub fn sets_fuel(&self) -> bool {
+        self.0.contains_key("fuel")
+    }
+
+    /// `base` with every limit set here, validated.
+    pub fn apply(&self, mut base: Limits) -> anyhow::Result<Limits> {
+        for (key, value) in &self.0 {
+            let k = LimitKey::find(key)
+                .ok_or_else(|| anyhow::anyhow!("{key} is a key of the table"))?;
+            k.set(&mut base, *value);
+        }
+        if let Err(e) = base.validate() {
+            anyhow::bail!("{e}");
+        }
+        Ok(base)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for LimitSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let map = BTreeMap::<String, serde_json::Value>::deserialize(d)?;
+        let mut spec = LimitSpec::default();
+        for (key, value) in map {
+            let k = LimitKey::find(&key)
+                .ok_or_else(|| D::Error::custom(LimitError::Unknown(key.clone()).to_string()))?;
+            let v = match (&value, k.unit) {
+                (serde_json::Value::Number(n), LimitUnit::Duration) => n
+                    .as_f64()
+                    .map(|s| format!("{s}s"))
+                    .map(|t| k.parse(&t))
+                    .ok_or_else(|| format!("`{n}` is not a number of seconds"))
+                    .and_then(|r| r),
+                (serde_json::Value::Number(n), _) => n
+                    .as_u64()
+                    .map(LimitValue::Number)
+                    .ok_or_else(|| format!("`{n}` is not a whole number")),
+                (serde_json::Value::String(s), _) => k.parse(s),
+                (other, _) => Err(format!("`{other}` is not a number or a string")),
+            }
+            .map_err(|e| D::Error::custom(format!("{}: {e}", k.key)))?;
+            spec.0.insert(k.key, v);
+        }
+        Ok(spec)
+    }
+}
+
+impl LimitSpec {
+    /// The limits set here, key by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, LimitValue)> + '_ {
+        self.0.iter().map(|(k, v)| (*k, *v))
+    }
+
+    /// Whether no limit is set.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Both sets of limits at once: a key set in both takes the tighter value.
+    pub fn and(&self, other: &LimitSpec) -> LimitSpec {
+        let mut out = self.clone();
+        for (key, value) in other.iter() {
+            let v = match out.0.get(key) {
+                Some(LimitValue::Number(a)) => match value {
+                    LimitValue::Number(b) => LimitValue::Number((*a).min(b)),
+                    d => d,
+                },
+                Some(LimitValue::Duration(a)) => match value {
+                    LimitValue::Duration(b) => LimitValue::Duration((*a).min(b)),
+                    n => n,
+                },
+                None => value,
+            };
+            out.0.insert(key, v);
+        }
+        out
+    }
+}
+
+/// Ceilings on what a caller's episodes and calls may use (a shared server's tenant, a
+/// request's own smaller limits): each limit key set here lowers that limit to its value and
+/// never raises it ([`Limits::capped`]); `retries` caps a registered reward's or tool's
+/// retries the same way.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Caps {
+    /// Limit ceilings by [`LIMIT_KEYS`] key.
+    pub limits: LimitSpec,
+    /// Retries after a failed attempt, at most.
+    pub retries: Option<u32>,
+}
+
+impl Caps {
+    /// Whether these caps change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.limits.is_empty() && self.retries.is_none()
+    }
+
+    /// Both caps at once: the tighter of each.
+    pub fn and(&self, other: &Caps) -> Caps {
+        Caps {
+            limits: self.limits.and(&other.limits),
+            retries: match (self.retries, other.retries) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,5 +704,63 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert!(parse_duration("-1s").is_err() && parse_duration("1e300").is_err());
         assert_eq!(parse_size("1 GiB"), Ok(1 << 30));
+    }
+
+    #[test]
+    fn caps_lower_every_key_and_never_raise_one() {
+        for base in [
+            Limits::DEFAULT,
+            Limits::untrusted_call(),
+            Limits::untrusted_tool(),
+        ] {
+            for k in LIMIT_KEYS {
+                let mut loose = LimitSpec::default();
+                let value = match k.unit {
+                    LimitUnit::Duration => LimitValue::Duration(Duration::from_secs(1 << 40)),
+                    _ => LimitValue::Number(u64::MAX),
+                };
+                loose.set(k.key, value).expect("a key");
+                let capped = base.capped(&loose);
+                let unchanged = match k.key {
+                    // No fuel budget is the loosest: any cap sets one.
+                    "fuel" => Limits {
+                        fuel: Some(u64::MAX),
+                        ..base.clone()
+                    },
+                    _ => base.clone(),
+                };
+                assert_eq!(capped, unchanged, "a loose `{}` cap changes nothing", k.key);
+                let mut tight = LimitSpec::default();
+                let value = match k.unit {
+                    LimitUnit::Duration => LimitValue::Duration(Duration::from_millis(1)),
+                    _ => LimitValue::Number(1),
+                };
+                tight.set(k.key, value).expect("a key");
+                let capped = base.capped(&tight);
+                let at_most = match (k.get(&capped), value) {
+                    (LimitValue::Duration(c), LimitValue::Duration(v)) => c <= v,
+                    (LimitValue::Number(c), LimitValue::Number(v)) => c <= v,
+                    _ => false,
+                };
+                assert!(at_most, "`{}` is at most its cap: {capped:?}", k.key);
+                assert_eq!(base.meet(&capped), capped, "no field rose: {capped:?}");
+                // Capping what is already capped changes nothing; so does the looser cap after.
+                assert_eq!(capped.capped(&tight), capped);
+                assert_eq!(capped.capped(&loose), capped, "`{}` never raised", k.key);
+            }
+        }
+        let mut a = LimitSpec::default();
+        a.set("timeout", LimitValue::Duration(Duration::from_secs(5)))
+            .expect("a key");
+        let mut b = LimitSpec::default();
+        b.set("timeout", LimitValue::Duration(Duration::from_secs(2)))
+            .expect("a key");
+        b.set("memory", LimitValue::Number(1 << 20)).expect("a key");
+        let both = a.and(&b);
+        assert_eq!(
+            both.get("timeout"),
+            Some(LimitValue::Duration(Duration::from_secs(2)))
+        );
+        assert_eq!(both.get("max_memory"), Some(LimitValue::Number(1 << 20)));
     }
 }

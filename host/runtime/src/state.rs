@@ -13,6 +13,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::bindings::tools::{ToolCall, ToolResult};
 use crate::bindings::types::Error;
 use crate::budget::{LINEAR_MEMORY_ALLOWANCE, Reservation, host_memory};
 use crate::fault::{HostMemoryExhausted, LimitTrap, MemoryLimitExceeded};
@@ -126,7 +127,26 @@ pub struct CallCtx {
     pub(crate) host_fuel_debt: u64,
     /// The registered tools a reward call may call (`tools` in the reward world); `None` for
     /// tool calls and episodes (an episode reaches them through its own services).
-    pub(crate) nested: Option<crate::host::tools::NestedTools>,
+    pub(crate) nested: Option<Arc<dyn RewardTools>>,
+}
+
+/// A boxed future of a host call.
+pub(crate) type HostFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// The tools a reward call reaches (`tools` in the reward world): a trait, so that the sandbox
+/// core names no interface; `host::tools` implements it over the calling scope.
+pub(crate) trait RewardTools: Send + Sync {
+    /// `call`: one tool by name.
+    fn call(&self, name: String, args: String) -> HostFuture<'_, Result<ToolResult, Error>>;
+    /// `call-many`: several at once, results in order.
+    fn call_many(
+        &self,
+        calls: Vec<ToolCall>,
+    ) -> HostFuture<'_, wasmtime::Result<Vec<Result<ToolResult, Error>>>>;
+    /// `names`: the tools reached, sorted.
+    fn names(&self) -> Vec<String>;
+    /// `schemas`: their OpenAI schemas.
+    fn schemas(&self) -> HostFuture<'_, Result<serde_json::Value, Error>>;
 }
 
 impl CallCtx {

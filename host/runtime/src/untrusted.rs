@@ -11,15 +11,13 @@ use wasmtime::Engine;
 use crate::bindings::rewards::ScoreResult;
 use crate::bindings::tools::ToolResult;
 use crate::bindings::types::{Accounting, Error, RewardInput};
-use crate::catalog::Catalog;
 use crate::component::{RewardComponent, ToolComponent};
 use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
-use crate::host::tools::NestedTools;
 use crate::limits::Limits;
 use crate::registry::Registered;
 use crate::sandbox::{GuestFuture, fuel_consumed, guarded, new_store};
 use crate::services::Services;
-use crate::state::{CallCtx, LogLine, StoreState};
+use crate::state::{CallCtx, LogLine, RewardTools, StoreState};
 use crate::text::escape_control;
 
 /// What one attempt of a reward or tool call produced and cost.
@@ -66,12 +64,40 @@ impl From<RewardCall> for RewardInput {
     }
 }
 
+/// `kind: message` for an error value, as recorded in reports.
+pub(crate) fn describe(e: &Error) -> String {
+    let (kind, msg) = match e {
+        Error::InvalidArgument(m) => ("invalid_argument", m),
+        Error::LimitExceeded(m) => ("limit_exceeded", m),
+        Error::Unknown(m) => ("unknown", m),
+        Error::Unavailable(m) => ("unavailable", m),
+        Error::Timeout(m) => ("timeout", m),
+        Error::Trapped(m) => ("trapped", m),
+        Error::InvalidOutput(m) => ("invalid_output", m),
+        Error::Unsupported(m) => ("unsupported", m),
+    };
+    format!("{kind}: {msg}")
+}
+
+/// The `unknown` error for a name not in a registry (shared with `tools`).
+pub(crate) fn unknown(what: &str, name: &str, names: &[String]) -> Error {
+    let registered = if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    };
+    Error::Unknown(format!(
+        "no {what} named `{}` is registered (registered: {registered}); register one under that name",
+        truncate(name, 256)
+    ))
+}
+
 pub(crate) async fn score_once(
     fuel: bool,
     reward: &RewardComponent,
     input: RewardInput,
     limits: Arc<Limits>,
-    nested: Option<NestedTools>,
+    nested: Option<Arc<dyn RewardTools>>,
 ) -> CallReport<f64> {
     let pre = reward.pre.clone();
     let id = format!("reward:{}", short(&reward.info.sha256));
@@ -228,7 +254,7 @@ async fn attempt<T>(
     fuel: bool,
     id: String,
     limits: Arc<Limits>,
-    nested: Option<NestedTools>,
+    nested: Option<Arc<dyn RewardTools>>,
     call: impl for<'a> FnOnce(
         &'a mut wasmtime::Store<StoreState<CallCtx>>,
     ) -> GuestFuture<'a, Result<T, String>>,
@@ -465,9 +491,9 @@ pub(crate) async fn score_with_retries(
     reg: &Registered<RewardComponent>,
     input: RewardInput,
     services: &Arc<Services>,
-    catalog: &Arc<Catalog>,
+    tools: Arc<dyn RewardTools>,
 ) -> (Result<ScoreResult, Error>, Accounting) {
-    let called = score_registered(name, reg, input, services, catalog).await;
+    let called = score_registered(name, reg, input, services, tools).await;
     let accounting = called.accounting();
     let result = match called.result {
         Ok(value) => Ok(ScoreResult {
@@ -513,6 +539,18 @@ pub struct Called<T> {
 }
 
 impl<T> Called<T> {
+    /// Refused before any attempt ran.
+    pub(crate) fn refused(fault: GuestFault) -> Self {
+        Called {
+            result: Err(fault),
+            wall: Duration::ZERO,
+            fuel_consumed: None,
+            peak_memory_bytes: 0,
+            attempts: 0,
+            logs: Vec::new(),
+        }
+    }
+
     fn new(result: Result<T, GuestFault>, tally: Tally) -> Self {
         Called {
             result,
@@ -536,14 +574,14 @@ impl<T> Called<T> {
 }
 
 /// [`Called`] for a reward: its call policy, the pool's reward slots and the host memory budget,
-/// as a workflow's `rewards.score` gets them. Each attempt may call the tools `catalog`
-/// reaches.
+/// as a workflow's `rewards.score` gets them. Each attempt may call `tools` (the tools of the
+/// caller's scope).
 pub(crate) async fn score_registered(
     name: &str,
     reg: &Registered<RewardComponent>,
     input: RewardInput,
     services: &Arc<Services>,
-    catalog: &Arc<Catalog>,
+    tools: Arc<dyn RewardTools>,
 ) -> Called<f64> {
     let (result, tally) = with_retries(CallKind::Reward, name, reg, services, || {
         score_once(
@@ -551,7 +589,7 @@ pub(crate) async fn score_registered(
             &reg.component,
             input.clone(),
             reg.policy.limits.clone(),
-            Some(NestedTools::new(services.clone(), catalog.clone())),
+            Some(tools.clone()),
         )
     })
     .await;

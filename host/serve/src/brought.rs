@@ -8,7 +8,6 @@ use std::time::Instant;
 use axum::extract::Extension;
 use axum::http::StatusCode;
 use axum::response::Response;
-use rollbox_runtime::Catalog;
 
 use super::callers::Caller;
 use super::{AppState, error};
@@ -140,21 +139,6 @@ pub(super) async fn brought<C: Brought>(
             format!("loading {named} failed: {e}"),
         )),
     }
-}
-
-/// The rewards and tools a caller's episodes and reward calls reach: every registered one
-/// without tenants; a tenant's allowed ones (its `rewards` and `tools`) otherwise.
-pub(super) fn tenant_catalog(caller: &Caller) -> Catalog {
-    let mut catalog = Catalog::default();
-    if let Some(Extension(t)) = caller {
-        if let Some(r) = &t.rewards {
-            catalog = catalog.only_rewards(r.iter().cloned());
-        }
-        if let Some(tools) = &t.tools {
-            catalog = catalog.only_tools(tools.iter().cloned());
-        }
-    }
-    catalog
 }
 
 /// The registered reward or tool of kind `C` whose bytes hash to `sha` (a request names it

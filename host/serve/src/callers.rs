@@ -10,6 +10,7 @@ use axum::extract::{Extension, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use rollbox_runtime::{Caps, Scope};
 
 use super::{AppState, error};
 use crate::fair_gate::{FairGate, GatePass};
@@ -63,19 +64,27 @@ pub(super) async fn on_tenant_threads<T: Send + 'static>(
     }
 }
 
-/// The caller's tenant limits: each episode's and call's timeout and memory, at most.
-pub(super) fn tenant_limits(caller: &Caller) -> (Option<Duration>, Option<u64>) {
+/// The caller's tenant caps: what each of its episodes and calls may use, at most (none
+/// without tenants).
+pub(super) fn tenant_caps(caller: &Caller) -> Caps {
     caller
         .as_ref()
-        .map_or((None, None), |Extension(t)| (t.timeout, t.max_memory_bytes))
+        .map_or_else(Caps::default, |Extension(t)| t.caps.clone())
 }
 
-/// The tighter of two optional limits.
-pub(super) fn tighter<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+/// Who is calling, as the runtime runs it: the rewards and tools the caller reaches (every
+/// registered one without tenants; a tenant's allowed ones otherwise) under its caps.
+pub(super) fn tenant_scope(caller: &Caller) -> Scope {
+    let mut scope = Scope::default().capped(&tenant_caps(caller));
+    if let Some(Extension(t)) = caller {
+        if let Some(r) = &t.rewards {
+            scope = scope.only_rewards(r.iter().cloned());
+        }
+        if let Some(tools) = &t.tools {
+            scope = scope.only_tools(tools.iter().cloned());
+        }
     }
+    scope
 }
 
 /// Wait, with a tenant whose sandbox time is spent, until it is refilled enough to start a

@@ -9,15 +9,15 @@ use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use rollbox_rollout::dataset::{Dataset, Row};
-use rollbox_rollout::{MemorySink, Rollout};
-use rollbox_runtime::Catalog;
+use rollbox_rollout::{MemorySink, Rollout, RunScope};
+use rollbox_runtime::Scope;
 
 use super::answer::batch_answer;
 use super::brought::{
-    MAX_BROUGHT, brought, not_brought, registered_reward, registered_tool, tenant_catalog,
-    valid_component_hash, valid_component_name, valid_component_path,
+    MAX_BROUGHT, brought, not_brought, registered_reward, registered_tool, valid_component_hash,
+    valid_component_name, valid_component_path,
 };
-use super::callers::{Caller, allowed_list, rows_cap, tenant_limits};
+use super::callers::{Caller, allowed_list, rows_cap, tenant_scope};
 use super::connections::read_body;
 use super::held::reserve_parsed;
 use super::{
@@ -85,13 +85,15 @@ pub(super) async fn episodes(
         }
         Err(answer) => return answer,
     }
-    // The episodes reach the tenant's allowed rewards and tools, and any the request brings.
-    if caller.is_some() || !parsed.rewards.is_empty() || !parsed.tools.is_empty() {
-        match episode_catalog(&app, &caller, &parsed.rewards, &parsed.tools).await {
-            Ok(catalog) => rollout.options.catalog = Some(Arc::new(catalog)),
-            Err(answer) => return answer,
-        }
-    }
+    // The episodes reach the tenant's allowed rewards and tools, and any the request brings,
+    // under the tenant's caps; they share the tenant's episode budget with its other requests.
+    let who = match episode_scope(&app, &caller, &parsed.rewards, &parsed.tools).await {
+        Ok(scope) => RunScope {
+            scope,
+            shared: caller.as_ref().map(|Extension(t)| t.shared_episodes()),
+        },
+        Err(answer) => return answer,
+    };
     if let Some(config) = parsed.config {
         let mut merged = match rollout.config {
             serde_json::Value::Object(m) => m,
@@ -103,13 +105,7 @@ pub(super) async fn episodes(
     if let Some(n) = parsed.n_samples {
         rollout.options.n_samples = n;
     }
-    if let Some(Extension(t)) = &caller {
-        rollout.options.shared = Some(t.shared_episodes());
-        if t.timeout.is_some() || t.max_memory_bytes.is_some() {
-            rollout.limits = Arc::new(rollout.limits.tightened(t.timeout, t.max_memory_bytes));
-        }
-    }
-    match run_rows(&app, &rollout, parsed.rows).await {
+    match run_rows(&app, &rollout, &who, parsed.rows).await {
         Ok(answer) => answer,
         Err(refused) => {
             app.metrics.errors.fetch_add(1, Ordering::Relaxed);
@@ -166,24 +162,19 @@ async fn chosen_workflow(
     }
 }
 
-/// [`tenant_catalog`] with the rewards and tools an episodes request brings (`{"NAME":
+/// [`tenant_scope`] with the rewards and tools an episodes request brings (`{"NAME":
 /// "/path" | "sha256:HEX"}` each), under the names it gives them, each called with the
 /// defaults of a registration (rewards: 15 s, 256 MiB, 3 retries; tools: 5 s, 128 MiB, none)
-/// tightened to the tenant's limits; or the answer refusing one.
-async fn episode_catalog(
+/// under the tenant's caps; or the answer refusing one.
+async fn episode_scope(
     app: &Arc<AppState>,
     caller: &Caller,
     rewards: &BTreeMap<String, String>,
     tools: &BTreeMap<String, String>,
-) -> Result<Catalog, Response> {
+) -> Result<Scope, Response> {
     let runtime = &app.rollout.runtime;
     let services = runtime.services();
-    let mut catalog = tenant_catalog(caller);
-    let (timeout, memory) = tenant_limits(caller);
-    let tightened = |mut policy: rollbox_runtime::CallPolicy| {
-        policy.limits = Arc::new(policy.limits.tightened(timeout, memory));
-        policy
-    };
+    let mut scope = tenant_scope(caller);
     let refused = |kind: &str, name: &str, e: anyhow::Error| {
         error(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -196,13 +187,9 @@ async fn episode_catalog(
             .await?
             .ok_or_else(|| not_brought("rewards", name, named))?;
         let reg = runtime
-            .reward_for_catalog(
-                name,
-                (*c).clone(),
-                tightened(rollbox_runtime::CallPolicy::default()),
-            )
+            .checked(name, (*c).clone(), rollbox_runtime::CallPolicy::default())
             .map_err(|e| refused("reward", name, e))?;
-        catalog.bring_reward(name.clone(), reg);
+        scope.bring_reward(name.clone(), reg);
     }
     for (name, named) in tools {
         let own = |sha: &str| registered_tool(services, sha);
@@ -210,15 +197,11 @@ async fn episode_catalog(
             .await?
             .ok_or_else(|| not_brought("tools", name, named))?;
         let reg = runtime
-            .tool_for_catalog(
-                name,
-                (*c).clone(),
-                tightened(rollbox_runtime::CallPolicy::tool()),
-            )
+            .checked(name, (*c).clone(), rollbox_runtime::CallPolicy::tool())
             .map_err(|e| refused("tool", name, e))?;
-        catalog.bring_tool(name.clone(), reg);
+        scope.bring_tool(name.clone(), reg);
     }
-    Ok(catalog)
+    Ok(scope)
 }
 
 /// The message a row count past [`MAX_ROWS_PER_REQUEST`] stops the parse with.
@@ -398,11 +381,16 @@ fn parse_rows(body: &[u8]) -> Result<ParsedEpisodes, (StatusCode, String)> {
 /// Run the rows as one batch in memory and answer with it as safetensors
 /// ([`batch_answer`]): the batches the controller had to split are joined again, and the stats
 /// added to the header. Else the answer saying what failed.
-async fn run_rows(app: &AppState, r: &Rollout, rows: Vec<Row>) -> Result<Response, Response> {
+async fn run_rows(
+    app: &AppState,
+    r: &Rollout,
+    who: &RunScope,
+    rows: Vec<Row>,
+) -> Result<Response, Response> {
     let n = rows.len();
     let mut sink = MemorySink::new();
     let stats = r
-        .run(Dataset::from_rows(rows), &mut sink, &mut |_| {})
+        .run_for(who, Dataset::from_rows(rows), &mut sink, &mut |_| {})
         .await
         .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")))?;
     let m = &app.metrics;

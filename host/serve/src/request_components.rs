@@ -107,7 +107,7 @@ impl Brought for WorkflowComponent {
         &all.workflows
     }
     fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self> {
-        runtime.load_workflow(source)
+        runtime.load::<WorkflowComponent>(source)
     }
     fn file_bytes(&self) -> u64 {
         self.info().size_bytes
@@ -120,7 +120,7 @@ impl Brought for RewardComponent {
         &all.rewards
     }
     fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self> {
-        runtime.load_reward(source)
+        runtime.load::<RewardComponent>(source)
     }
     fn file_bytes(&self) -> u64 {
         self.info().size_bytes
@@ -133,7 +133,7 @@ impl Brought for ToolComponent {
         &all.tools
     }
     fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self> {
-        runtime.load_tool(source)
+        runtime.load::<ToolComponent>(source)
     }
     fn file_bytes(&self) -> u64 {
         self.info().size_bytes

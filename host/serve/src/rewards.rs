@@ -7,11 +7,11 @@ use std::sync::atomic::Ordering;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use rollbox_runtime::Catalog;
+use rollbox_runtime::Scope;
 
-use super::brought::{brought, registered_reward, tenant_catalog, valid_component_hash};
+use super::brought::{brought, registered_reward, valid_component_hash};
 use super::callers::{
-    Caller, forbidden, metered, on_tenant_threads, rows_cap, take_turn, tenant_limits, time_left,
+    Caller, forbidden, metered, on_tenant_threads, rows_cap, take_turn, tenant_scope, time_left,
     time_spent,
 };
 use super::connections::read_body;
@@ -68,10 +68,10 @@ fn pick_reward(
     }
 }
 
-/// The name a reward a request brings is reached by in its catalog.
+/// The name a reward a request brings is reached by in its scope.
 const BROUGHT_REWARD: &str = "brought";
 
-/// The reward a `/v1/rewards` or `/get_reward` request names and the catalog it is reached
+/// The reward a `/v1/rewards` or `/get_reward` request names and the scope it is reached
 /// through: a registered one by name (`None`: the only one registered), which the tenant must
 /// be allowed, or one a tenant brings by path or hash ([`brought`], called with the defaults
 /// of a registration), reached as [`BROUGHT_REWARD`]; or the answer refusing it.
@@ -80,14 +80,14 @@ async fn chosen_reward(
     caller: &Caller,
     named: Option<String>,
     how: &str,
-) -> Result<(String, Arc<Catalog>), Response> {
+) -> Result<(String, Scope), Response> {
     let runtime = &app.rollout.runtime;
     if let Some(n) = &named {
         let services = runtime.services();
         let own = |sha: &str| registered_reward(services, sha);
         if let Some(c) = brought(app, caller, n, own).await? {
             let reg = runtime
-                .reward_for_catalog(
+                .checked(
                     BROUGHT_REWARD,
                     (*c).clone(),
                     rollbox_runtime::CallPolicy::default(),
@@ -98,16 +98,16 @@ async fn chosen_reward(
                         format!("the reward {n} cannot be used: {e:#}"),
                     )
                 })?;
-            let mut catalog = tenant_catalog(caller);
-            catalog.bring_reward(BROUGHT_REWARD.into(), reg);
-            return Ok((BROUGHT_REWARD.into(), Arc::new(catalog)));
+            let mut scope = tenant_scope(caller);
+            scope.bring_reward(BROUGHT_REWARD.into(), reg);
+            return Ok((BROUGHT_REWARD.into(), scope));
         }
     }
     let name = pick_reward(app, named, how).map_err(|(status, m)| error(status, m))?;
     if let Some(r) = forbidden(caller, "reward", &name) {
         return Err(r);
     }
-    Ok((name, Arc::new(tenant_catalog(caller))))
+    Ok((name, tenant_scope(caller)))
 }
 
 /// Score every call with the reward `name`, all at once (each in its own sandbox), in order,
@@ -117,7 +117,7 @@ async fn score_all(
     app: &AppState,
     caller: &Caller,
     name: &str,
-    catalog: Arc<Catalog>,
+    scope: Scope,
     calls: Vec<rollbox_runtime::RewardCall>,
 ) -> Result<Vec<rollbox_runtime::Called<f64>>, Response> {
     let n = calls.len();
@@ -125,7 +125,7 @@ async fn score_all(
         app.rollout.runtime.clone(),
         app.gate.clone(),
         caller.clone(),
-        (name.to_string(), catalog),
+        (name.to_string(), scope),
         calls,
     );
     // One task on the tenant's threads, which spawns the calls there: a hop per request, not
@@ -163,19 +163,18 @@ async fn score_each(
     runtime: Arc<rollbox_runtime::Runtime>,
     gate: Arc<FairGate>,
     caller: Caller,
-    (name, catalog): (String, Arc<Catalog>),
+    (name, scope): (String, Scope),
     calls: Vec<rollbox_runtime::RewardCall>,
 ) -> Result<Vec<rollbox_runtime::Called<f64>>, String> {
     let n = calls.len();
     let mut set = tokio::task::JoinSet::new();
     for (i, call) in calls.into_iter().enumerate() {
-        let (runtime, name, catalog) = (runtime.clone(), name.clone(), catalog.clone());
+        let (runtime, name, scope) = (runtime.clone(), name.clone(), scope.clone());
         let (gate, caller) = (gate.clone(), caller.clone());
         set.spawn(async move {
-            let (timeout, memory) = tenant_limits(&caller);
             time_left(&caller).await;
             let turn = take_turn(&gate, &caller).await;
-            let score = runtime.score_in(&catalog, &name, call, timeout, memory);
+            let score = runtime.score(&scope, &name, call);
             let called = metered(&caller, score, time_spent).await;
             drop(turn);
             (i, called)

@@ -8,10 +8,10 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use rollbox_runtime::{Caps, LimitValue, Scope};
 
 use super::callers::{
-    Caller, forbidden, metered, on_tenant_threads, take_turn, tenant_limits, tighter, time_left,
-    time_spent,
+    Caller, forbidden, metered, on_tenant_threads, take_turn, tenant_caps, time_left, time_spent,
 };
 use super::connections::read_body;
 use super::held::HeldBody;
@@ -139,17 +139,31 @@ pub(super) async fn run_code(
         // SandboxFusion writes stdin into a pipe: `os.fstat(0).st_size` is 0 there too.
         "stdin_kind": "pipe",
     });
-    let (tenant_timeout, tenant_memory) = tenant_limits(&caller);
-    let (timeout, memory) = (
-        tighter(timeout, tenant_timeout),
-        tighter(memory, tenant_memory),
-    );
+    // The registered tool once (no retries), within the request's limits and the tenant's,
+    // never past what the operator registered. Whether the tenant may run code at all was
+    // checked above.
+    let mut request_caps = Caps {
+        retries: Some(0),
+        ..Caps::default()
+    };
+    if let Some(t) = timeout {
+        request_caps
+            .limits
+            .set("timeout", LimitValue::Duration(t))
+            .ok();
+    }
+    if let Some(m) = memory {
+        request_caps
+            .limits
+            .set("max_memory", LimitValue::Number(m))
+            .ok();
+    }
+    let scope = Scope::default().capped(&tenant_caps(&caller).and(&request_caps));
     let (gate, who) = (app.gate.clone(), caller.clone());
     let call = async move {
         time_left(&who).await;
         let turn = take_turn(&gate, &who).await;
-        let run =
-            runtime.call_registered_tool_within(RUN_CODE_TOOL, args.to_string(), timeout, memory);
+        let run = runtime.call_tool(&scope, RUN_CODE_TOOL, args.to_string());
         let called = metered(&who, run, time_spent).await;
         drop(turn);
         called

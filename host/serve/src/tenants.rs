@@ -13,6 +13,7 @@
 //! component_sha256 = ["9f86...08"] # or one the server has compiled, as "sha256:HEX"
 //! timeout = "30s"                  # each episode and call, at most (never past the server's)
 //! max_memory = "1GiB"              # each episode's and call's memory, at most
+//! limits = { max_generate_calls = 64, fuel = 1000000000 } # any limit key, at most
 //! max_requests_in_flight = 8       # more get 429 with Retry-After
 //! max_episodes_in_flight = 64      # over all its /v1/episodes requests; more wait
 //! max_reward_calls_in_flight = 16  # reward and /run_code calls; more wait
@@ -48,6 +49,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use rollbox_runtime::{Caps, LimitSpec};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -69,6 +71,8 @@ struct TenantEntry {
     component_sha256: Vec<String>,
     timeout: Option<String>,
     max_memory: Option<String>,
+    #[serde(default)]
+    limits: LimitSpec,
     max_requests_in_flight: Option<usize>,
     max_episodes_in_flight: Option<usize>,
     max_reward_calls_in_flight: Option<usize>,
@@ -144,10 +148,9 @@ pub struct Tenant {
     pub component_dirs: Vec<PathBuf>,
     /// Content hashes (lowercase hex) of workflows its requests may name as `sha256:HEX`.
     pub component_sha256: Vec<String>,
-    /// Each of its episodes' and calls' time limit, at most (`None`: as the server registered).
-    pub timeout: Option<Duration>,
-    /// Each of its episodes' and calls' memory, at most, bytes (`None`: as registered).
-    pub max_memory_bytes: Option<u64>,
+    /// What each of its episodes and reward and tool calls may use, at most: `timeout`,
+    /// `max_memory` and any limit key of its `limits` table (never past the server's own).
+    pub caps: Caps,
     pub quota: Quota,
     /// The cores its episodes run on (`None`: any).
     pub episode_cpus: Option<crate::threads::CpuSet>,
@@ -560,24 +563,32 @@ fn read(
                 }
             }
         }
-        let timeout = t
-            .timeout
-            .as_deref()
-            .map(rollbox_runtime::parse_duration)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("{what}: tenant {name:?} timeout: {e}"))?;
-        let max_memory_bytes = t
-            .max_memory
-            .as_deref()
-            .map(rollbox_runtime::parse_size)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("{what}: tenant {name:?} max_memory: {e}"))?
-            .map(|b| b as u64);
-        if timeout.is_some_and(|t| t.is_zero()) || max_memory_bytes == Some(0) {
+        let mut limits = t.limits.clone();
+        for (key, text) in [("timeout", &t.timeout), ("max_memory", &t.max_memory)] {
+            let Some(text) = text else { continue };
+            if limits.get(key).is_some() {
+                bail!(
+                    "{what}: tenant {name:?} gives {key} twice (as `{key}` and in `limits`): give it once"
+                );
+            }
+            limits
+                .set_text(key, text)
+                .map_err(|e| anyhow::anyhow!("{what}: tenant {name:?} {e}"))?;
+        }
+        let zero = |key| match limits.get(key) {
+            Some(rollbox_runtime::LimitValue::Number(n)) => n == 0,
+            Some(rollbox_runtime::LimitValue::Duration(d)) => d.is_zero(),
+            None => false,
+        };
+        if zero("timeout") || zero("max_memory") {
             bail!(
                 "{what}: tenant {name:?} has a zero timeout or max_memory: give a positive one (or leave it out)"
             );
         }
+        let caps = Caps {
+            limits,
+            retries: None,
+        };
         for d in &t.component_dirs {
             let plain = d
                 .components()
@@ -627,8 +638,7 @@ fn read(
             workflows: t.workflows,
             component_dirs: t.component_dirs,
             component_sha256,
-            timeout,
-            max_memory_bytes,
+            caps,
             quota,
             episode_cpus,
             operator: t.operator,

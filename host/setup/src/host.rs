@@ -10,7 +10,8 @@ use rollbox_engines::InferenceBackend;
 use rollbox_rollout::{Rollout, RolloutOptions};
 use rollbox_runtime::{
     CallPolicy, Called, ComponentInfo, ComponentSource, EpisodeReport, EpisodeRequest, Limits,
-    RewardCall, Runtime, RuntimeConfig, Services, WorkflowComponent,
+    RewardCall, RewardComponent, Runtime, RuntimeConfig, Scope, Services, ToolComponent,
+    WorkflowComponent,
 };
 use rollbox_tokenizer::HostTokenizer;
 
@@ -39,20 +40,20 @@ pub struct Components {
 impl Components {
     /// Score with the reward registered as `name` (see [`Runtime::score`]).
     pub async fn score(&self, name: &str, call: RewardCall) -> anyhow::Result<Called<f64>> {
-        self.runtime.score(name, call).await
+        self.runtime.score(&Scope::default(), name, call).await
     }
 
     /// Call the tool registered as `name` with its JSON arguments (see
-    /// [`Runtime::call_registered_tool`]).
+    /// [`Runtime::call_tool`]).
     pub async fn call_tool(&self, name: &str, args: String) -> anyhow::Result<Called<String>> {
-        self.runtime.call_registered_tool(name, args).await
+        self.runtime.call_tool(&Scope::default(), name, args).await
     }
 
     /// The registered tools' OpenAI schemas, each from the tool's own `describe`, in name
     /// order: what workflows get from `tools.schemas`.
     pub async fn tool_schemas(&self) -> anyhow::Result<serde_json::Value> {
         self.runtime
-            .tool_schemas()
+            .tool_schemas(&Scope::default())
             .await
             .map_err(anyhow::Error::msg)
     }
@@ -129,7 +130,7 @@ impl HostSpec {
         let workflow = Arc::new(
             components
                 .runtime
-                .load_workflow(&source)
+                .load::<WorkflowComponent>(&source)
                 .with_context(|| format!("loading the workflow {}", self.workflow.display()))?,
         );
         components
@@ -140,7 +141,7 @@ impl HostSpec {
             let source = builtin::resolve("workflow", path)?;
             let component = components
                 .runtime
-                .load_workflow(&source)
+                .load::<WorkflowComponent>(&source)
                 .with_context(|| format!("loading the workflow {name}={}", path.display()))?;
             workflows.insert(name.clone(), Arc::new(component));
         }
@@ -190,8 +191,8 @@ impl HostSpec {
             let source = builtin::resolve(kind, path)?;
             let registering = || format!("registering {kind} `{name}` ({})", path.display());
             let info = match kind {
-                "reward" => runtime.register_reward(name, &source, policy),
-                _ => runtime.register_tool(name, &source, policy),
+                "reward" => runtime.register::<RewardComponent>(name, &source, policy),
+                _ => runtime.register::<ToolComponent>(name, &source, policy),
             }
             .with_context(registering)?;
             provenance.insert(format!("component_sha256.{name}"), info.sha256);
@@ -270,7 +271,12 @@ impl Host {
         request.config = (&self.config).into();
         self.components
             .runtime
-            .run_episode(&self.workflow, request, self.limits.clone())
+            .run_episode(
+                &Scope::default(),
+                &self.workflow,
+                request,
+                self.limits.clone(),
+            )
             .await
     }
 

@@ -42,7 +42,8 @@ pub mod process;
 mod spec;
 
 pub use host::{Components, Host, inspect};
-pub use spec::{ComponentSpec, HostSpec, LimitError, LimitSpec};
+pub use rollbox_runtime::{LimitError, LimitSpec};
+pub use spec::{ComponentSpec, HostSpec};
 
 /// The README's embedding example, compiled by `cargo test --doc` so that it stays true.
 #[doc = include_str!("../README.md")]

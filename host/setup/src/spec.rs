@@ -8,9 +8,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::{Context as _, bail};
 use rollbox_engines::EngineSpec;
-use rollbox_runtime::{CallPolicy, LimitKey, LimitUnit, LimitValue, Limits};
+use rollbox_runtime::{CallPolicy, LimitError, LimitKey, LimitSpec};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
@@ -202,105 +201,6 @@ impl<'de> Deserialize<'de> for ComponentSpec {
     }
 }
 
-/// Limits set by key, applied over a base ([`Limits::default`] for episodes, the kind's
-/// defaults for rewards and tools). Unset keys keep the base's value.
-///
-/// Deserialises from a map of [`LIMIT_KEYS`](rollbox_runtime::LIMIT_KEYS) to values: sizes as a number of bytes or text
-/// (`"512MiB"`), durations as seconds or text (`"1.5s"`), counts as numbers.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LimitSpec(BTreeMap<&'static str, LimitValue>);
-
-/// Why a limit could not be set.
-#[derive(Debug, Clone, PartialEq)]
-pub enum LimitError {
-    /// No limit has this key.
-    Unknown(String),
-    /// The value is not one of the limit's unit.
-    Value(String),
-}
-
-impl std::fmt::Display for LimitError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LimitError::Unknown(k) => {
-                write!(f, "unknown limit `{k}`; use {}", LimitKey::names())
-            }
-            LimitError::Value(e) => f.write_str(e),
-        }
-    }
-}
-
-impl std::error::Error for LimitError {}
-
-impl LimitSpec {
-    /// Set limit `key` (a key of [`LIMIT_KEYS`](rollbox_runtime::LIMIT_KEYS), or `memory`) to `value`.
-    pub fn set(&mut self, key: &str, value: LimitValue) -> Result<(), LimitError> {
-        let k = LimitKey::find(key).ok_or_else(|| LimitError::Unknown(key.to_string()))?;
-        self.0.insert(k.key, value);
-        Ok(())
-    }
-
-    /// Set limit `key` from its text (`512MiB`, `1.5s`, `1000`).
-    pub fn set_text(&mut self, key: &str, text: &str) -> Result<(), LimitError> {
-        let k = LimitKey::find(key).ok_or_else(|| LimitError::Unknown(key.to_string()))?;
-        let v = k
-            .parse(text)
-            .map_err(|e| LimitError::Value(format!("{}: {e}", k.key)))?;
-        self.0.insert(k.key, v);
-        Ok(())
-    }
-
-    /// The value set for `key`, if any.
-    pub fn get(&self, key: &str) -> Option<LimitValue> {
-        LimitKey::find(key).and_then(|k| self.0.get(k.key).copied())
-    }
-
-    /// Whether fuel is set.
-    pub fn sets_fuel(&self) -> bool {
-        self.0.contains_key("fuel")
-    }
-
-    /// `base` with every limit set here, validated.
-    pub fn apply(&self, mut base: Limits) -> anyhow::Result<Limits> {
-        for (key, value) in &self.0 {
-            let k = LimitKey::find(key).context("a key of the table")?;
-            k.set(&mut base, *value);
-        }
-        if let Err(e) = base.validate() {
-            bail!("{e}");
-        }
-        Ok(base)
-    }
-}
-
-impl<'de> Deserialize<'de> for LimitSpec {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let map = BTreeMap::<String, serde_json::Value>::deserialize(d)?;
-        let mut spec = LimitSpec::default();
-        for (key, value) in map {
-            let k = LimitKey::find(&key)
-                .ok_or_else(|| D::Error::custom(LimitError::Unknown(key.clone()).to_string()))?;
-            let v = match (&value, k.unit) {
-                (serde_json::Value::Number(n), LimitUnit::Duration) => n
-                    .as_f64()
-                    .map(|s| format!("{s}s"))
-                    .map(|t| k.parse(&t))
-                    .ok_or_else(|| format!("`{n}` is not a number of seconds"))
-                    .and_then(|r| r),
-                (serde_json::Value::Number(n), _) => n
-                    .as_u64()
-                    .map(LimitValue::Number)
-                    .ok_or_else(|| format!("`{n}` is not a whole number")),
-                (serde_json::Value::String(s), _) => k.parse(s),
-                (other, _) => Err(format!("`{other}` is not a number or a string")),
-            }
-            .map_err(|e| D::Error::custom(format!("{}: {e}", k.key)))?;
-            spec.0.insert(k.key, v);
-        }
-        Ok(spec)
-    }
-}
-
 /// A JSON value as option text: strings as they are, numbers and the rest as JSON.
 fn value_text(v: &serde_json::Value) -> String {
     match v {
@@ -348,6 +248,7 @@ fn size_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rollbox_runtime::{LimitValue, Limits};
     use std::time::Duration;
 
     #[test]

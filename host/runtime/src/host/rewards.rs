@@ -9,41 +9,16 @@
 //! `invalid-output` after the last attempt. Every call's accounting is kept in the episode
 //! report.
 
+use std::sync::Arc;
+
 use crate::bindings::rewards::{self, ScoreResult};
 use crate::bindings::types::{Error, RewardInput};
 use crate::episode::EpisodeState;
 use crate::episode::RewardRecord;
 use crate::fault::truncate;
+use crate::host::tools::NestedTools;
 use crate::limits::Setting;
-use crate::untrusted::score_with_retries;
-
-/// `kind: message` for an error value, as recorded in reports.
-pub(crate) fn describe(e: &Error) -> String {
-    let (kind, msg) = match e {
-        Error::InvalidArgument(m) => ("invalid_argument", m),
-        Error::LimitExceeded(m) => ("limit_exceeded", m),
-        Error::Unknown(m) => ("unknown", m),
-        Error::Unavailable(m) => ("unavailable", m),
-        Error::Timeout(m) => ("timeout", m),
-        Error::Trapped(m) => ("trapped", m),
-        Error::InvalidOutput(m) => ("invalid_output", m),
-        Error::Unsupported(m) => ("unsupported", m),
-    };
-    format!("{kind}: {msg}")
-}
-
-/// The `unknown` error for a name not in a registry (shared with `tools`).
-pub(crate) fn unknown(what: &str, name: &str, names: &[String]) -> Error {
-    let registered = if names.is_empty() {
-        "none".to_string()
-    } else {
-        names.join(", ")
-    };
-    Error::Unknown(format!(
-        "no {what} named `{}` is registered (registered: {registered}); register one under that name",
-        truncate(name, 256)
-    ))
-}
+use crate::untrusted::{describe, score_with_retries, unknown};
 
 impl rewards::Host for EpisodeState {
     async fn score(
@@ -61,16 +36,17 @@ impl rewards::Host for EpisodeState {
                 ),
             )?));
         }
-        let (services, catalog) = (self.ctx.services.clone(), self.ctx.catalog.clone());
-        let Some(reg) = catalog.reward(&services, &name) else {
+        let (services, scope) = (self.ctx.services.clone(), self.ctx.scope.clone());
+        let Some(reg) = scope.reward(&services, &name) else {
             return Ok(Err(unknown(
                 "reward",
                 &name,
-                &catalog.reward_names(&services),
+                &scope.reward_names(&services),
             )));
         };
+        let tools = NestedTools::new(services.clone(), scope);
         let (result, accounting) =
-            score_with_retries(&name, &reg, input, &services, &catalog).await;
+            score_with_retries(&name, &reg, input, &services, Arc::new(tools)).await;
         self.ctx.reward_calls.push(RewardRecord {
             name: truncate(&name, 256),
             value: result.as_ref().ok().map(|r| r.value),
@@ -85,6 +61,6 @@ impl rewards::Host for EpisodeState {
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
-        Ok(self.ctx.catalog.reward_names(&self.ctx.services))
+        Ok(self.ctx.scope.reward_names(&self.ctx.services))
     }
 }

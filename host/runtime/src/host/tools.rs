@@ -13,13 +13,12 @@ use std::sync::Arc;
 
 use crate::bindings::tools::{self, ToolCall, ToolResult};
 use crate::bindings::types::Error;
-use crate::catalog::Catalog;
 use crate::episode::EpisodeState;
-use crate::host::rewards::unknown;
+use crate::scope::Scope;
 use crate::services::{Services, tool_calls_per_episode};
 use crate::slots::Slots;
-use crate::state::{CallCtx, StoreState};
-use crate::untrusted::{call_with_retries, tool_schema};
+use crate::state::{CallCtx, HostFuture, RewardTools, StoreState};
+use crate::untrusted::{call_with_retries, tool_schema, unknown};
 
 /// Calls one `call-many` accepts. More are refused with `limit-exceeded` (every result).
 pub const MAX_CALL_MANY_CALLS: usize = 256;
@@ -27,37 +26,71 @@ pub const MAX_CALL_MANY_CALLS: usize = 256;
 /// Tool calls one reward call may have in flight at once.
 pub const TOOL_CALLS_PER_REWARD: usize = 4;
 
-/// The tools as a reward call reaches them: the host's services, the catalog of the episode
+/// The tools as a reward call reaches them: the host's services, the scope of the episode
 /// that called the reward (or the default one), and the call's own in-flight slots.
 #[derive(Clone)]
 pub(crate) struct NestedTools {
     services: Arc<Services>,
-    catalog: Arc<Catalog>,
+    scope: Scope,
     in_flight: Arc<Slots>,
 }
 
 impl NestedTools {
-    pub(crate) fn new(services: Arc<Services>, catalog: Arc<Catalog>) -> Self {
+    pub(crate) fn new(services: Arc<Services>, scope: Scope) -> Self {
         NestedTools {
             services,
-            catalog,
+            scope,
             in_flight: Arc::new(Slots::new(TOOL_CALLS_PER_REWARD)),
         }
     }
 }
 
+impl RewardTools for NestedTools {
+    fn call(&self, name: String, args: String) -> HostFuture<'_, Result<ToolResult, Error>> {
+        Box::pin(call_one(
+            &self.services,
+            &self.scope,
+            &self.in_flight,
+            name,
+            args,
+            true,
+        ))
+    }
+
+    fn call_many(
+        &self,
+        calls: Vec<ToolCall>,
+    ) -> HostFuture<'_, wasmtime::Result<Vec<Result<ToolResult, Error>>>> {
+        Box::pin(call_many(
+            &self.services,
+            &self.scope,
+            &self.in_flight,
+            calls,
+            true,
+        ))
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.scope.tool_names(&self.services)
+    }
+
+    fn schemas(&self) -> HostFuture<'_, Result<serde_json::Value, Error>> {
+        Box::pin(schemas(&self.services, &self.scope))
+    }
+}
+
 /// One call by name, once one of the caller's `in_flight` slots is free: `unknown` when the
-/// catalog reaches nothing under it.
+/// scope reaches nothing under it.
 async fn call_one(
     services: &Services,
-    catalog: &Catalog,
+    scope: &Scope,
     in_flight: &Slots,
     name: String,
     args: String,
     by_reward: bool,
 ) -> Result<ToolResult, Error> {
-    let Some(reg) = catalog.tool(services, &name) else {
-        return Err(unknown("tool", &name, &catalog.tool_names(services)));
+    let Some(reg) = scope.tool(services, &name) else {
+        return Err(unknown("tool", &name, &scope.tool_names(services)));
     };
     let _slot = in_flight.take().await;
     call_with_retries(&name, &reg, args, services, by_reward).await
@@ -70,7 +103,7 @@ async fn call_one(
 /// aborts the calls in flight and queued.
 async fn call_many(
     services: &Arc<Services>,
-    catalog: &Arc<Catalog>,
+    scope: &Scope,
     in_flight: &Arc<Slots>,
     calls: Vec<ToolCall>,
     by_reward: bool,
@@ -85,10 +118,10 @@ async fn call_many(
     let n = calls.len();
     let mut set = tokio::task::JoinSet::new();
     for (index, c) in calls.into_iter().enumerate() {
-        let (services, catalog) = (services.clone(), catalog.clone());
+        let (services, scope) = (services.clone(), scope.clone());
         let in_flight = in_flight.clone();
         set.spawn(async move {
-            let r = call_one(&services, &catalog, &in_flight, c.name, c.args, by_reward).await;
+            let r = call_one(&services, &scope, &in_flight, c.name, c.args, by_reward).await;
             (index, r)
         });
     }
@@ -118,25 +151,18 @@ impl EpisodeState {
     }
 }
 
-/// The OpenAI schema of every tool the catalog reaches, in name order (`tools.schemas`).
-async fn schemas(services: &Services, catalog: &Catalog) -> Result<serde_json::Value, Error> {
+/// The OpenAI schema of every tool the scope reaches, in name order (`tools.schemas`).
+pub(crate) async fn schemas(
+    services: &Services,
+    scope: &Scope,
+) -> Result<serde_json::Value, Error> {
     let mut out = Vec::new();
-    for name in catalog.tool_names(services) {
-        if let Some(reg) = catalog.tool(services, &name) {
+    for name in scope.tool_names(services) {
+        if let Some(reg) = scope.tool(services, &name) {
             out.push(tool_schema(&name, &reg, services).await?);
         }
     }
     Ok(serde_json::Value::Array(out))
-}
-
-impl crate::Runtime {
-    /// The registered tools as OpenAI tool schemas (what workflows get from `tools.schemas`),
-    /// or why one could not be described.
-    pub async fn tool_schemas(&self) -> Result<serde_json::Value, String> {
-        schemas(&self.services, &Catalog::default())
-            .await
-            .map_err(|e| crate::host::rewards::describe(&e))
-    }
 }
 
 impl tools::Host for EpisodeState {
@@ -145,27 +171,27 @@ impl tools::Host for EpisodeState {
         name: String,
         args: String,
     ) -> wasmtime::Result<Result<ToolResult, Error>> {
-        let (services, catalog) = (self.ctx.services.clone(), self.ctx.catalog.clone());
+        let (services, scope) = (self.ctx.services.clone(), self.ctx.scope.clone());
         let in_flight = self.tool_calls();
-        Ok(call_one(&services, &catalog, &in_flight, name, args, false).await)
+        Ok(call_one(&services, &scope, &in_flight, name, args, false).await)
     }
 
     async fn call_many(
         &mut self,
         calls: Vec<ToolCall>,
     ) -> wasmtime::Result<Vec<Result<ToolResult, Error>>> {
-        let (services, catalog) = (self.ctx.services.clone(), self.ctx.catalog.clone());
+        let (services, scope) = (self.ctx.services.clone(), self.ctx.scope.clone());
         let in_flight = self.tool_calls();
-        call_many(&services, &catalog, &in_flight, calls, false).await
+        call_many(&services, &scope, &in_flight, calls, false).await
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
-        Ok(self.ctx.catalog.tool_names(&self.ctx.services))
+        Ok(self.ctx.scope.tool_names(&self.ctx.services))
     }
 
     async fn schemas(&mut self) -> wasmtime::Result<Result<String, Error>> {
-        let (services, catalog) = (self.ctx.services.clone(), self.ctx.catalog.clone());
-        Ok(schemas(&services, &catalog).await.map(|s| s.to_string()))
+        let (services, scope) = (self.ctx.services.clone(), self.ctx.scope.clone());
+        Ok(schemas(&services, &scope).await.map(|s| s.to_string()))
     }
 }
 
@@ -186,7 +212,7 @@ impl tools::Host for StoreState<CallCtx> {
         let Some(n) = self.ctx.nested.clone() else {
             return Ok(Err(no_tools()));
         };
-        Ok(call_one(&n.services, &n.catalog, &n.in_flight, name, args, true).await)
+        Ok(n.call(name, args).await)
     }
 
     async fn call_many(
@@ -196,7 +222,7 @@ impl tools::Host for StoreState<CallCtx> {
         let Some(n) = self.ctx.nested.clone() else {
             return Ok(vec![Err(no_tools()); calls.len()]);
         };
-        call_many(&n.services, &n.catalog, &n.in_flight, calls, true).await
+        n.call_many(calls).await
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
@@ -204,7 +230,7 @@ impl tools::Host for StoreState<CallCtx> {
             .ctx
             .nested
             .as_ref()
-            .map(|n| n.catalog.tool_names(&n.services))
+            .map(|n| n.names())
             .unwrap_or_default())
     }
 
@@ -212,8 +238,6 @@ impl tools::Host for StoreState<CallCtx> {
         let Some(n) = self.ctx.nested.clone() else {
             return Ok(Ok("[]".into()));
         };
-        Ok(schemas(&n.services, &n.catalog)
-            .await
-            .map(|s| s.to_string()))
+        Ok(n.schemas().await.map(|s| s.to_string()))
     }
 }
