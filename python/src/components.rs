@@ -101,9 +101,8 @@ impl Components {
                 Ok(s) => s,
                 Err(_) => m.extract::<u64>()?.to_string(),
             };
-            let bytes = rollbox_runtime::parse_size(&text)
-                .map_err(|e| PyValueError::new_err(format!("max_host_memory: {e}")))?;
-            spec.max_host_memory = Some(bytes as u64);
+            spec.set_host_text("max_host_memory", &text)
+                .map_err(PyValueError::new_err)?;
         }
         let inner = py
             .detach(|| spec.build_components())

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
-use rollbox_host::{ComponentSpec, HostSpec, LimitSpec};
+use rollbox_host::{ComponentSpec, HostKey, HostSpec, LimitSpec};
 use rollbox_runtime::{EpisodeRequest, LimitKey};
 
 use engine::PyEngine;
@@ -92,25 +92,26 @@ fn components_of(
 }
 
 /// `limits={"timeout": "600s", "memory": "512MiB", "fuel": N, ...}`: every key of the
-/// runtime's limit table, and `max_host_memory` (the host's budget, not one episode's).
+/// runtime's limit table, and the host-wide settings (`HOST_KEYS`: `max_host_memory`, the
+/// host's budget, not one episode's; `max_instances`).
 fn limits(py: Python<'_>, d: &Option<Bound<'_, PyDict>>, spec: &mut HostSpec) -> PyResult<()> {
     let mut map = serde_json::Map::new();
     if let Some(d) = d {
         for (k, v) in d.iter() {
             let k: String = k.extract()?;
             let value = json_value(py, &v)?;
-            if k == "max_host_memory" {
+            if HostKey::find(&k).is_some() {
                 let text = match &value {
                     serde_json::Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                let bytes = rollbox_runtime::parse_size(&text)
-                    .map_err(|e| PyValueError::new_err(format!("max_host_memory: {e}")))?;
-                spec.max_host_memory = Some(bytes as u64);
+                spec.set_host_text(&k, &text)
+                    .map_err(PyValueError::new_err)?;
             } else if LimitKey::find(&k).is_none() {
                 return Err(PyValueError::new_err(format!(
-                    "unknown limit `{k}`; use {}, max_host_memory",
-                    LimitKey::names()
+                    "unknown limit `{k}`; use {}, {}",
+                    LimitKey::names(),
+                    HostKey::names()
                 )));
             } else {
                 map.insert(k, value);

@@ -373,7 +373,7 @@ pub fn code_runtime(case_timeout: Duration) -> Runtime {
     let case = rollbox_runtime::CallPolicy {
         limits: Arc::new(rollbox_runtime::Limits {
             timeout: case_timeout,
-            max_memory_bytes: 1 << 30,
+            max_memory: 1 << 30,
             max_boundary_bytes: 16 << 20,
             ..rollbox_runtime::Limits::untrusted_tool()
         }),

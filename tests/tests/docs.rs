@@ -30,7 +30,7 @@ fn limits_page() -> String {
         page.push_str(&format!(
             "| `{}` | `--{}` | {} | {} | {} | {} |\n",
             key.key,
-            key.flag,
+            key.key.replace('_', "-"),
             key.help,
             key.show(&workflow),
             key.show(&reward),
@@ -64,14 +64,23 @@ fn limits_page() -> String {
     }
     page.push_str(
         "\n## Host-wide\n\n\
-         The limits above hold per call. One more holds for the host as a whole: its memory \
-         budget, which every instance, host tensor, request body and dataset row is charged \
-         against (default 60 % of physical memory or of the cgroup's `memory.max`). Set it with \
-         `--max-host-memory`, `limits={\"max_host_memory\": ...}` in Python, or \
-         `max_host_memory` in a `HostSpec` (which also takes `max_instances`, the instances \
-         alive at once). See \
-         [the security model](security.md) for what it guards.\n",
+         <!-- Generated from HOST_KEYS (host/setup/src/spec.rs). -->\n\n\
+         The limits above hold per episode or call. These hold for a host as a whole. Each key \
+         is, by the same name, a flag of `rollbox run`, `rollout` and `serve` (with dashes), a \
+         top-level key of a config file and of a `HostSpec`, and a key of `limits={...}` in \
+         Python's `rollbox.Host` (`rollbox.Components` takes `max_host_memory=`). See \
+         [the security model](security.md) for what the budget guards.\n\n\
+         | key | flag | what |\n\
+         |---|---|---|\n",
     );
+    for key in rollbox_host::HOST_KEYS {
+        page.push_str(&format!(
+            "| `{}` | `--{}` | {} |\n",
+            key.key,
+            key.key.replace('_', "-"),
+            key.help
+        ));
+    }
     page
 }
 

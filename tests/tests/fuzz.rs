@@ -48,12 +48,12 @@ const SPECIAL_BYTES: [u8; 10] = [0, 1, 2, 3, 0x1F, 0x7F, 0x80, 0xF7, 0xFE, 0xFF]
 fn fuzz_limits() -> Limits {
     Limits {
         timeout: EPISODE_TIMEOUT,
-        max_memory_bytes: 64 << 20,
+        max_memory: 64 << 20,
         max_boundary_bytes: 32 << 20,
         max_handles: 1000,
         max_tensor_bytes: 64 << 20,
         max_generate_calls: 256,
-        max_generated_tokens: 4096,
+        max_episode_tokens: 4096,
         max_log_lines: 200,
         ..Limits::default()
     }

@@ -38,7 +38,7 @@ fn secs() -> f64 {
 fn limits() -> Arc<Limits> {
     Arc::new(Limits {
         timeout: CALL_TIMEOUT,
-        max_memory_bytes: 16 << 20,
+        max_memory: 16 << 20,
         ..Limits::untrusted_call()
     })
 }

@@ -248,3 +248,46 @@ async fn components_score_and_call_outside_any_episode() {
     assert!(e.to_string().contains("registered: calc"), "{e}");
     assert_eq!(components.reward_names(), ["math", "spin"]);
 }
+
+/// Two hosts in one process, two budgets (issue 54): each `max_host_memory` is its host's own,
+/// not the process's, so building a second host with a large budget leaves the first one's
+/// small budget in force (before, the last host built set one process-wide budget), and a
+/// host that sets none keeps the process default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_host_has_its_own_memory_budget() {
+    let build = |budget: Option<u64>| {
+        let mut spec = HostSpec::new(c::ADV_BIG_STRING);
+        spec.max_host_memory = budget;
+        spec.build_with_engine(Arc::new(rollbox_tests::fixed_backend(Duration::ZERO)))
+            .expect("builds")
+    };
+    let small = build(Some(8 << 20));
+    let large = build(Some(4 << 30));
+    let default = build(None);
+    let budget = |h: &rollbox_host::Host| h.runtime().services().host_memory().limit();
+    assert_eq!(budget(&small), 8 << 20);
+    assert_eq!(budget(&large), 4 << 30);
+    assert_eq!(budget(&default), rollbox_runtime::default_budget());
+    // 32 MiB of linear memory: past the small host's budget, well within the large one's.
+    let row = json!({"bytes": 32 << 20});
+    let refused = small
+        .run_episode(EpisodeRequest::new("e0", row.clone()))
+        .await;
+    match &refused.outcome {
+        EpisodeOutcome::Failed(f) => {
+            assert_eq!(f.setting(), Some(Setting::HostMemory), "{f}")
+        }
+        other => panic!("the 8 MiB host refuses 32 MiB: {}", other.kind()),
+    }
+    let ran = large.run_episode(EpisodeRequest::new("e0", row)).await;
+    assert!(
+        !matches!(&ran.outcome, EpisodeOutcome::Failed(f) if f.setting() == Some(Setting::HostMemory)),
+        "the 4 GiB host is not held to the other's budget: {}",
+        fingerprint(&ran)
+    );
+    assert_eq!(
+        small.runtime().services().host_memory().used(),
+        0,
+        "the refused episode gave back what it held"
+    );
+}

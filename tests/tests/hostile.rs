@@ -113,7 +113,7 @@ async fn tensor_sizes_are_checked_before_allocation() {
 async fn generate_many_stays_within_the_token_budget() {
     let rt = runtime(false);
     let limits = Limits {
-        max_generated_tokens: 10,
+        max_episode_tokens: 10,
         ..Limits::default()
     };
     let r = attack(
@@ -130,7 +130,7 @@ async fn generate_many_stays_within_the_token_budget() {
         &rt,
         json!({"attack": "generate_many", "n": 4, "max_new": 2}),
         Limits {
-            max_generated_tokens: 10,
+            max_episode_tokens: 10,
             ..Limits::default()
         },
     )

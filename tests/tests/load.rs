@@ -257,7 +257,7 @@ async fn a_reward_component_scores_in_its_own_sandbox() {
             &reward,
             RewardCall::default(),
             Arc::new(Limits {
-                max_memory_bytes: 1,
+                max_memory: 1,
                 ..Limits::untrusted_call()
             }),
         )

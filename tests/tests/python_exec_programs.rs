@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 fn limits() -> Arc<Limits> {
     Arc::new(Limits {
         timeout: Duration::from_secs(3),
-        max_memory_bytes: 512 << 20,
+        max_memory: 512 << 20,
         max_boundary_bytes: 4 << 20,
         ..Limits::untrusted_call()
     })

@@ -235,7 +235,7 @@ async fn memory_bomb_hits_the_memory_limit() {
         &w,
         json!({}),
         Limits {
-            max_memory_bytes: 64 << 20,
+            max_memory: 64 << 20,
             ..Limits::default()
         },
     )
@@ -283,7 +283,7 @@ async fn one_gib_string_is_contained() {
         &w,
         json!({}),
         Limits {
-            max_memory_bytes: 3 << 30,
+            max_memory: 3 << 30,
             ..Limits::default()
         },
     )
@@ -397,7 +397,7 @@ async fn episode_token_budget_is_enforced() {
         &w,
         json!({"calls": 50}),
         Limits {
-            max_generated_tokens: 10,
+            max_episode_tokens: 10,
             ..Limits::default()
         },
     )

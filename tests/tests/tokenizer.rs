@@ -123,7 +123,7 @@ fn tokenizer_runtime(fuel: bool) -> Runtime {
     .expect("runtime")
 }
 
-/// Host work is bounded and charged (issue 31): an encode over `max_tokenizer_input_bytes` is
+/// Host work is bounded and charged (issue 31): an encode over `max_tokenizer_bytes` is
 /// refused before it runs; a long encode under a short deadline ends the episode as `timeout`
 /// at its deadline; with fuel, the encode's CPU time is taken from the episode's fuel.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,7 +158,7 @@ async fn tokenizer_calls_are_capped_timed_and_charged_to_fuel() {
     // seconds the whole text takes (the bound leaves room for load, issue 52).
     let limits = Limits {
         timeout: Duration::from_secs(2),
-        max_tokenizer_input_bytes: 32 << 20,
+        max_tokenizer_bytes: 32 << 20,
         ..Limits::default()
     };
     let (r, took) = run(tokenizer_runtime(false), text(16 << 20), limits).await;

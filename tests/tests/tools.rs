@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 fn exec_limits() -> Arc<Limits> {
     Arc::new(Limits {
         timeout: Duration::from_secs(2),
-        max_memory_bytes: 128 << 20,
+        max_memory: 128 << 20,
         ..Limits::untrusted_call()
     })
 }

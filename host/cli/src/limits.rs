@@ -2,11 +2,12 @@
 //! [`LIMIT_KEYS`] table, and the `--reward`/`--tool` registrations.
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
-use rollbox_host::{ComponentSpec, LimitSpec};
+use rollbox_host::{ComponentSpec, HOST_KEYS, HostSpec, LimitSpec};
 use rollbox_runtime::{LIMIT_KEYS, LimitKey, LimitUnit, Limits, Setting};
 
 /// The limit flags, made from [`LIMIT_KEYS`]: a limit added to the table is a flag here, with
-/// its help and default, without code in this crate.
+/// its help and default, without code in this crate. A key's flag is the key itself with
+/// dashes (`max_memory`, `--max-memory`).
 #[derive(Debug, Clone, Default)]
 pub struct LimitArgs(pub LimitSpec);
 
@@ -21,7 +22,7 @@ impl Args for LimitArgs {
             };
             cmd = cmd.arg(
                 Arg::new(k.key)
-                    .long(k.flag)
+                    .long(flag(k.key))
                     .value_name(value_name)
                     .help(format!("{}. Default {}.", k.help, k.show(&d))),
             );
@@ -47,7 +48,7 @@ impl FromArgMatches for LimitArgs {
                 self.0.set_text(k.key, text).map_err(|e| {
                     clap::Error::raw(
                         clap::error::ErrorKind::ValueValidation,
-                        format!("--{}: {e}\n", k.flag),
+                        format!("--{}: {e}\n", flag(k.key)),
                     )
                 })?;
             }
@@ -56,11 +57,74 @@ impl FromArgMatches for LimitArgs {
     }
 }
 
+/// The host-wide flags (`--max-host-memory`, `--max-instances`), one per entry of
+/// [`HOST_KEYS`], as the limit flags are made from [`LIMIT_KEYS`]: each value is kept as given
+/// and set on the spec by its key ([`HostSpec::set_host_text`]).
+#[derive(Debug, Clone, Default)]
+pub struct HostArgs(pub Vec<(&'static str, String)>);
+
+impl HostArgs {
+    /// Set each given setting on `spec`.
+    pub fn apply(&self, spec: &mut HostSpec) -> anyhow::Result<()> {
+        for (key, text) in &self.0 {
+            spec.set_host_text(key, text)
+                .map_err(|e| anyhow::anyhow!("--{}: {e}", flag(key)))?;
+        }
+        Ok(())
+    }
+}
+
+impl Args for HostArgs {
+    fn augment_args(mut cmd: Command) -> Command {
+        for k in HOST_KEYS {
+            let value_name = match k.unit {
+                LimitUnit::Bytes => "SIZE",
+                LimitUnit::Duration => "DURATION",
+                LimitUnit::Count => "N",
+            };
+            cmd = cmd.arg(
+                Arg::new(k.key)
+                    .long(flag(k.key))
+                    .value_name(value_name)
+                    .help(format!("{}.", k.help)),
+            );
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for HostArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut a = HostArgs::default();
+        a.update_from_arg_matches(m)?;
+        Ok(a)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        for k in HOST_KEYS {
+            if let Some(text) = m.get_one::<String>(k.key) {
+                self.0.retain(|(key, _)| *key != k.key);
+                self.0.push((k.key, text.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The command-line flag of a setting's key, without `--`: the key with dashes.
+pub fn flag(key: &str) -> String {
+    key.replace('_', "-")
+}
+
 /// The hint to change `setting`, in this command line's flags.
 pub fn hint(setting: &Setting) -> String {
     match setting {
         Setting::Limit(key) => match LimitKey::find(key) {
-            Some(k) => format!("raise it with --{}", k.flag),
+            Some(k) => format!("raise it with --{}", flag(k.key)),
             None => format!("raise {setting}"),
         },
         Setting::HostMemory => {
@@ -112,7 +176,7 @@ mod tests {
         );
         let p = c.policy(CallPolicy::default()).expect("policy");
         assert_eq!((p.retries, p.limits.timeout), (1, Duration::from_secs(2)));
-        assert_eq!(p.limits.max_memory_bytes, 64 << 20);
+        assert_eq!(p.limits.max_memory, 64 << 20);
         assert!(parse_registration("x.wasm").is_err());
         // A built-in's name alone registers it under that name.
         let (name, b) = parse_registration("math,timeout=5s").expect("a built-in");
@@ -132,16 +196,48 @@ mod tests {
             };
             let m = cmd
                 .clone()
-                .try_get_matches_from(["t", &format!("--{}", k.flag), value])
-                .expect(k.flag);
-            let a = LimitArgs::from_arg_matches(&m).expect(k.flag);
-            let l = a.0.apply(Limits::default()).expect(k.flag);
-            assert_ne!(l, Limits::default(), "--{} changed nothing", k.flag);
+                .try_get_matches_from(["t", &format!("--{}", flag(k.key)), value])
+                .expect(k.key);
+            let a = LimitArgs::from_arg_matches(&m).expect(k.key);
+            let l = a.0.apply(Limits::default()).expect(k.key);
+            assert_ne!(l, Limits::default(), "--{} changed nothing", k.key);
         }
         let m = cmd
             .try_get_matches_from(["t", "--max-memory", "8GiB", "--timeout", "lunch"])
             .expect("parsed as text");
         let e = LimitArgs::from_arg_matches(&m).expect_err("bad value");
         assert!(e.to_string().contains("--timeout"), "{e}");
+    }
+
+    /// Every host-wide flag is on the command line and lands in the spec's field of that name.
+    #[test]
+    fn every_host_flag_sets_its_setting() {
+        let cmd = HostArgs::augment_args(Command::new("t"));
+        let m = cmd
+            .clone()
+            .try_get_matches_from(["t", "--max-host-memory", "1GiB", "--max-instances", "7"])
+            .expect("flags");
+        let mut spec = HostSpec::new("w.wasm");
+        HostArgs::from_arg_matches(&m)
+            .expect("parsed")
+            .apply(&mut spec)
+            .expect("applied");
+        assert_eq!(
+            (spec.max_host_memory, spec.max_instances),
+            (Some(1 << 30), Some(7))
+        );
+        assert_eq!(
+            HOST_KEYS.len(),
+            2,
+            "a new host-wide key needs its case here"
+        );
+        let m = cmd
+            .try_get_matches_from(["t", "--max-instances", "many"])
+            .expect("parsed as text");
+        let e = HostArgs::from_arg_matches(&m)
+            .expect("kept as text")
+            .apply(&mut spec)
+            .expect_err("not a number");
+        assert!(e.to_string().contains("--max-instances"), "{e}");
     }
 }

@@ -127,7 +127,10 @@ impl Rollout {
                 // Interim stats at most once a second: computing them sorts every latency so
                 // far, which per batch would grow with the square of the run.
                 if stats_written.elapsed() >= Duration::from_secs(1) {
-                    out.checkpoint(&tally.stats(start), false)?;
+                    out.checkpoint(
+                        &tally.stats(start, self.runtime.services().host_memory()),
+                        false,
+                    )?;
                     stats_written = Instant::now();
                 }
             }
@@ -192,7 +195,7 @@ impl Rollout {
                 .await?;
         }
         writer.commit(out, &mut tally).await?;
-        let stats = tally.stats(start);
+        let stats = tally.stats(start, self.runtime.services().host_memory());
         out.checkpoint(&stats, true)?;
         Ok(stats)
     }

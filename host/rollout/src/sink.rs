@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rollbox_runtime::Reservation;
+use rollbox_runtime::{HostMemory, Reservation};
 use rollbox_tensor::HostTensor;
 
 use crate::group::DropReason;
@@ -248,6 +248,7 @@ impl MemorySink {
         self,
         provenance: BTreeMap<String, String>,
         max_tensor_bytes: usize,
+        host: &Arc<HostMemory>,
     ) -> anyhow::Result<(Batch, Vec<Arc<Reservation>>)> {
         let copy = if self.batches.len() > 1 {
             let bytes: usize = self
@@ -255,7 +256,6 @@ impl MemorySink {
                 .iter()
                 .flat_map(|b| b.tensors.iter().map(|(_, t)| t.size_in_bytes()))
                 .sum();
-            let host = rollbox_runtime::host_memory();
             Some(
                 host.try_reserve_bulk(bytes)
                     .ok_or_else(|| OverBudget(host.exhausted("joining the batches", bytes)))?,

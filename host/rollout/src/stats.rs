@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use rollbox_runtime::HostMemory;
 use serde::Serialize;
 
 use crate::dataset::BadRow;
@@ -118,7 +119,7 @@ impl Tally {
     }
 
     /// The stats so far, `start` being the run's start.
-    pub(crate) fn stats(&self, start: Instant) -> Stats {
+    pub(crate) fn stats(&self, start: Instant, host: &HostMemory) -> Stats {
         let tally = self;
         let mut s = tally.stats.clone();
         let (sum, squares, n) = tally.rewards;
@@ -141,7 +142,6 @@ impl Tally {
         if tally.reward_ms.1 > 0 {
             s.reward_ms_per_episode = tally.reward_ms.0 / tally.reward_ms.1 as f64;
         }
-        let host = rollbox_runtime::host_memory();
         s.host_memory_budget_bytes = host.limit();
         s.host_memory_peak_bytes = host.peak();
         s.host_memory_refusals = host.refusals();

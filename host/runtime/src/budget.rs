@@ -73,17 +73,12 @@ pub struct HostMemory {
 #[repr(align(128))]
 struct Padded(AtomicUsize);
 
-/// The process's accountant, shared by every runtime in it (the budget is the host's).
+/// The process's default accountant ([`default_budget`]): every runtime given no budget of its
+/// own ([`Services::with_host_memory`](crate::Services::with_host_memory)) shares it, so that
+/// hosts that leave the budget unset together stay within one default, not one each.
 pub fn host_memory() -> &'static Arc<HostMemory> {
     static HOST: OnceLock<Arc<HostMemory>> = OnceLock::new();
-    HOST.get_or_init(|| {
-        Arc::new(HostMemory {
-            limit: AtomicUsize::new(default_budget()),
-            used: Padded(AtomicUsize::new(0)),
-            peak: AtomicUsize::new(0),
-            refusals: AtomicUsize::new(0),
-        })
-    })
+    HOST.get_or_init(|| HostMemory::new(default_budget()))
 }
 
 /// [`DEFAULT_BUDGET_PERCENT`] of the machine's memory: physical memory, or the cgroup's
@@ -113,6 +108,16 @@ pub fn default_budget() -> usize {
 }
 
 impl HostMemory {
+    /// A budget of `limit` bytes of its own (`max_host_memory`), nothing reserved yet.
+    pub fn new(limit: usize) -> Arc<HostMemory> {
+        Arc::new(HostMemory {
+            limit: AtomicUsize::new(limit.max(1)),
+            used: Padded(AtomicUsize::new(0)),
+            peak: AtomicUsize::new(0),
+            refusals: AtomicUsize::new(0),
+        })
+    }
+
     /// The budget, bytes.
     pub fn limit(&self) -> usize {
         self.limit.load(Ordering::Relaxed)

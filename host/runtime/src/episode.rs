@@ -80,20 +80,22 @@ impl StoreState<EpisodeCtx> {
         scope: Scope,
         seed: u64,
     ) -> Self {
-        StoreState::with(id, limits, seed, |call| EpisodeCtx {
-            call,
-            services,
-            scope,
-            generate_calls: 0,
-            generated_tokens: 0,
-            tensor_bytes: 0,
-            live_tensors: 0,
-            rid_counter: 0,
-            reward_calls: Vec::new(),
-            sample_index: 0,
-            prompt_repeats: std::collections::HashMap::new(),
-            tool_calls: None,
-            memory: Reservation::default(),
+        StoreState::with(id, limits, services.host_memory().clone(), seed, |call| {
+            EpisodeCtx {
+                call,
+                services,
+                scope,
+                generate_calls: 0,
+                generated_tokens: 0,
+                tensor_bytes: 0,
+                live_tensors: 0,
+                rid_counter: 0,
+                reward_calls: Vec::new(),
+                sample_index: 0,
+                prompt_repeats: std::collections::HashMap::new(),
+                tool_calls: None,
+                memory: Reservation::default(),
+            }
         })
     }
 }

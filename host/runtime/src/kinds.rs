@@ -8,6 +8,7 @@ use std::sync::Arc;
 use wasmtime::component::Component;
 
 use crate::bindings;
+use crate::budget::HostMemory;
 use crate::component::{ComponentInfo, RewardComponent, ToolComponent, link_error};
 use crate::episode::WorkflowComponent;
 use crate::limits::Limits;
@@ -65,6 +66,7 @@ pub trait Callable: Load + Clone + Send + Sync + 'static {
         fuel: bool,
         input: Self::Input,
         limits: Arc<Limits>,
+        host: Arc<HostMemory>,
     ) -> impl Future<Output = CallReport<Self::Output>> + Send;
 }
 
@@ -121,8 +123,14 @@ impl Callable for RewardComponent {
     fn add(services: &Services, name: String, reg: Registered<Self>) {
         services.add_reward(name, reg);
     }
-    async fn once(&self, fuel: bool, input: RewardCall, limits: Arc<Limits>) -> CallReport<f64> {
-        score_once(fuel, self, input.into(), limits, None).await
+    async fn once(
+        &self,
+        fuel: bool,
+        input: RewardCall,
+        limits: Arc<Limits>,
+        host: Arc<HostMemory>,
+    ) -> CallReport<f64> {
+        score_once(fuel, self, input.into(), limits, host, None).await
     }
 }
 
@@ -136,10 +144,16 @@ impl Callable for ToolComponent {
     fn add(services: &Services, name: String, reg: Registered<Self>) {
         services.add_tool(name, reg);
     }
-    async fn once(&self, fuel: bool, input: ToolInput, limits: Arc<Limits>) -> CallReport<String> {
+    async fn once(
+        &self,
+        fuel: bool,
+        input: ToolInput,
+        limits: Arc<Limits>,
+        host: Arc<HostMemory>,
+    ) -> CallReport<String> {
         match input {
-            ToolInput::Call { name, args } => tool_once(fuel, self, name, args, limits).await,
-            ToolInput::Describe => describe_once(fuel, self, limits).await,
+            ToolInput::Call { name, args } => tool_once(fuel, self, name, args, limits, host).await,
+            ToolInput::Describe => describe_once(fuel, self, limits, host).await,
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Upper bound on `max_memory_bytes`: a wasm32 linear memory cannot exceed 4 GiB, and the
+/// Upper bound on `max_memory`: a wasm32 linear memory cannot exceed 4 GiB, and the
 /// pooling allocator reserves address space for this size.
 pub const MAX_MEMORY_BYTES_CAP: u64 = 4 << 30;
 
@@ -18,7 +18,7 @@ pub const MAX_MEMORY_BYTES_CAP: u64 = 4 << 30;
 pub struct Limits {
     /// Linear memory per instance, bytes. Default 512 MiB (`--max-memory`). Guards the node's
     /// memory against a guest that allocates without bound.
-    pub max_memory_bytes: u64,
+    pub max_memory: u64,
     /// Wall-clock time per episode, including host calls. Default 600 s (`--timeout`). Enforced
     /// by epoch interruption, so a spinning guest is really stopped.
     pub timeout: Duration,
@@ -42,12 +42,10 @@ pub struct Limits {
     pub max_reward_calls: u32,
     /// Generated tokens per episode across all requests. Default 1 048 576
     /// (`--max-episode-tokens`).
-    pub max_generated_tokens: u64,
-    /// Captured stdout bytes per episode; output past this is dropped and counted, never an
-    /// error for the guest. Default 64 KiB (`--max-output-bytes`, applies to stderr too).
-    pub max_stdout_bytes: usize,
-    /// Captured stderr bytes per episode. Default 64 KiB.
-    pub max_stderr_bytes: usize,
+    pub max_episode_tokens: u64,
+    /// Captured bytes of stdout, and of stderr, per episode; output past this is dropped and
+    /// counted, never an error for the guest. Default 64 KiB each (`--max-output-bytes`).
+    pub max_output_bytes: usize,
     /// Log lines and stats per episode; more are counted and dropped. Default 1 000.
     pub max_log_lines: usize,
     /// Bytes per log line or stat key; longer ones are truncated. Default 4 KiB.
@@ -57,7 +55,7 @@ pub struct Limits {
     /// (`--max-tokenizer-bytes`; a 128k-token prompt is ~0.5 MiB). Guards the host's CPU: an
     /// encode cannot be interrupted once started (~1.3 µs per byte here), so this bounds how
     /// long one call can run past the episode's deadline.
-    pub max_tokenizer_input_bytes: usize,
+    pub max_tokenizer_bytes: usize,
 }
 
 impl Default for Limits {
@@ -82,7 +80,7 @@ impl Limits {
     /// The tighter of `self` and `other`, field by field (no fuel budget is the loosest).
     fn meet(&self, other: &Limits) -> Limits {
         let Limits {
-            max_memory_bytes,
+            max_memory,
             timeout,
             fuel,
             max_boundary_bytes,
@@ -90,15 +88,14 @@ impl Limits {
             max_tensor_bytes,
             max_generate_calls,
             max_reward_calls,
-            max_generated_tokens,
-            max_stdout_bytes,
-            max_stderr_bytes,
+            max_episode_tokens,
+            max_output_bytes,
             max_log_lines,
             max_log_line_bytes,
-            max_tokenizer_input_bytes,
+            max_tokenizer_bytes,
         } = other;
         Limits {
-            max_memory_bytes: self.max_memory_bytes.min(*max_memory_bytes),
+            max_memory: self.max_memory.min(*max_memory),
             timeout: self.timeout.min(*timeout),
             fuel: match (self.fuel, *fuel) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -109,20 +106,17 @@ impl Limits {
             max_tensor_bytes: self.max_tensor_bytes.min(*max_tensor_bytes),
             max_generate_calls: self.max_generate_calls.min(*max_generate_calls),
             max_reward_calls: self.max_reward_calls.min(*max_reward_calls),
-            max_generated_tokens: self.max_generated_tokens.min(*max_generated_tokens),
-            max_stdout_bytes: self.max_stdout_bytes.min(*max_stdout_bytes),
-            max_stderr_bytes: self.max_stderr_bytes.min(*max_stderr_bytes),
+            max_episode_tokens: self.max_episode_tokens.min(*max_episode_tokens),
+            max_output_bytes: self.max_output_bytes.min(*max_output_bytes),
             max_log_lines: self.max_log_lines.min(*max_log_lines),
             max_log_line_bytes: self.max_log_line_bytes.min(*max_log_line_bytes),
-            max_tokenizer_input_bytes: self
-                .max_tokenizer_input_bytes
-                .min(*max_tokenizer_input_bytes),
+            max_tokenizer_bytes: self.max_tokenizer_bytes.min(*max_tokenizer_bytes),
         }
     }
 
     /// The defaults for workflow episodes (`Limits::default()`), as a constant.
     pub const DEFAULT: Limits = Limits {
-        max_memory_bytes: 512 << 20,
+        max_memory: 512 << 20,
         timeout: Duration::from_secs(600),
         fuel: None,
         max_boundary_bytes: 64 << 20,
@@ -130,19 +124,18 @@ impl Limits {
         max_tensor_bytes: 1 << 30,
         max_generate_calls: 1024,
         max_reward_calls: 1024,
-        max_generated_tokens: 1 << 20,
-        max_stdout_bytes: 64 << 10,
-        max_stderr_bytes: 64 << 10,
+        max_episode_tokens: 1 << 20,
+        max_output_bytes: 64 << 10,
         max_log_lines: 1000,
         max_log_line_bytes: 4 << 10,
-        max_tokenizer_input_bytes: 1 << 20,
+        max_tokenizer_bytes: 1 << 20,
     };
 
     /// Defaults for sandboxed reward and tool calls: 15 s, 256 MiB, 1 MiB across the boundary,
     /// no tensors and no generation (AReaL's `AsyncRewardWrapper` timeout).
     pub fn untrusted_call() -> Self {
         Limits {
-            max_memory_bytes: 256 << 20,
+            max_memory: 256 << 20,
             timeout: Duration::from_secs(15),
             fuel: None,
             max_boundary_bytes: 1 << 20,
@@ -150,12 +143,11 @@ impl Limits {
             max_tensor_bytes: 0,
             max_generate_calls: 0,
             max_reward_calls: 0,
-            max_generated_tokens: 0,
-            max_stdout_bytes: 16 << 10,
-            max_stderr_bytes: 16 << 10,
+            max_episode_tokens: 0,
+            max_output_bytes: 16 << 10,
             max_log_lines: 100,
             max_log_line_bytes: 4 << 10,
-            max_tokenizer_input_bytes: 1 << 20,
+            max_tokenizer_bytes: 1 << 20,
         }
     }
 
@@ -163,7 +155,7 @@ impl Limits {
     /// on every call, and model-written code that runs longer is a loop more often than not.
     pub fn untrusted_tool() -> Self {
         Limits {
-            max_memory_bytes: 128 << 20,
+            max_memory: 128 << 20,
             timeout: Duration::from_secs(5),
             ..Self::untrusted_call()
         }
@@ -171,10 +163,10 @@ impl Limits {
 
     /// Check that the settings are usable, naming the first one that is not.
     pub fn validate(&self) -> Result<(), String> {
-        if self.max_memory_bytes == 0 || self.max_memory_bytes > MAX_MEMORY_BYTES_CAP {
+        if self.max_memory == 0 || self.max_memory > MAX_MEMORY_BYTES_CAP {
             return Err(format!(
                 "max memory {} bytes is out of range: use 1 byte ..= 4 GiB (wasm32 linear memory)",
-                self.max_memory_bytes
+                self.max_memory
             ));
         }
         if self.timeout.is_zero() {
@@ -259,8 +251,6 @@ impl LimitValue {
 pub struct LimitKey {
     /// The key, `snake_case`.
     pub key: &'static str,
-    /// The command-line flag, without `--`.
-    pub flag: &'static str,
     /// What it bounds, a short sentence.
     pub help: &'static str,
     /// How its value is written.
@@ -282,15 +272,13 @@ fn calls(n: u64) -> u32 {
 pub const LIMIT_KEYS: &[LimitKey] = &[
     LimitKey {
         key: "max_memory",
-        flag: "max-memory",
         help: "Linear memory per instance (e.g. 512MiB, 1GiB)",
         unit: LimitUnit::Bytes,
-        set: |l, v| l.max_memory_bytes = v.number(),
-        get: |l| LimitValue::Number(l.max_memory_bytes),
+        set: |l, v| l.max_memory = v.number(),
+        get: |l| LimitValue::Number(l.max_memory),
     },
     LimitKey {
         key: "timeout",
-        flag: "timeout",
         help: "Wall-clock time per episode or call (e.g. 600s, 1.5s, 250ms)",
         unit: LimitUnit::Duration,
         set: |l, v| l.timeout = v.duration(),
@@ -298,7 +286,6 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
     },
     LimitKey {
         key: "fuel",
-        flag: "fuel",
         help: "Fuel (about one per wasm instruction) per episode or call; turns fuel metering on",
         unit: LimitUnit::Count,
         set: |l, v| l.fuel = Some(v.number()),
@@ -306,7 +293,6 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
     },
     LimitKey {
         key: "max_boundary_bytes",
-        flag: "max-boundary-bytes",
         help: "Bytes a guest may move into the host in one call",
         unit: LimitUnit::Bytes,
         set: |l, v| l.max_boundary_bytes = bytes(v.number()),
@@ -314,7 +300,6 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
     },
     LimitKey {
         key: "max_handles",
-        flag: "max-handles",
         help: "Live tensor handles per episode",
         unit: LimitUnit::Count,
         set: |l, v| l.max_handles = bytes(v.number()),
@@ -322,7 +307,6 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
     },
     LimitKey {
         key: "max_tensor_bytes",
-        flag: "max-tensor-bytes",
         help: "Bytes of tensors an episode may create",
         unit: LimitUnit::Bytes,
         set: |l, v| l.max_tensor_bytes = bytes(v.number()),
@@ -330,7 +314,6 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
     },
     LimitKey {
         key: "max_generate_calls",
-        flag: "max-generate-calls",
         help: "Generate requests per episode",
         unit: LimitUnit::Count,
         set: |l, v| l.max_generate_calls = calls(v.number()),
@@ -338,7 +321,6 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
     },
     LimitKey {
         key: "max_reward_calls",
-        flag: "max-reward-calls",
         help: "Reward calls per episode",
         unit: LimitUnit::Count,
         set: |l, v| l.max_reward_calls = calls(v.number()),
@@ -346,30 +328,24 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
     },
     LimitKey {
         key: "max_episode_tokens",
-        flag: "max-episode-tokens",
         help: "Generated tokens per episode",
         unit: LimitUnit::Count,
-        set: |l, v| l.max_generated_tokens = v.number(),
-        get: |l| LimitValue::Number(l.max_generated_tokens),
+        set: |l, v| l.max_episode_tokens = v.number(),
+        get: |l| LimitValue::Number(l.max_episode_tokens),
     },
     LimitKey {
         key: "max_output_bytes",
-        flag: "max-output-bytes",
         help: "Captured stdout and stderr bytes each per episode",
         unit: LimitUnit::Bytes,
-        set: |l, v| {
-            l.max_stdout_bytes = bytes(v.number());
-            l.max_stderr_bytes = bytes(v.number());
-        },
-        get: |l| LimitValue::Number(l.max_stdout_bytes as u64),
+        set: |l, v| l.max_output_bytes = bytes(v.number()),
+        get: |l| LimitValue::Number(l.max_output_bytes as u64),
     },
     LimitKey {
         key: "max_tokenizer_bytes",
-        flag: "max-tokenizer-bytes",
         help: "Input bytes one tokenizer call takes (encode text, chat messages)",
         unit: LimitUnit::Bytes,
-        set: |l, v| l.max_tokenizer_input_bytes = bytes(v.number()),
-        get: |l| LimitValue::Number(l.max_tokenizer_input_bytes as u64),
+        set: |l, v| l.max_tokenizer_bytes = bytes(v.number()),
+        get: |l| LimitValue::Number(l.max_tokenizer_bytes as u64),
     },
 ];
 
@@ -655,13 +631,13 @@ mod tests {
         let r = Limits::untrusted_call();
         assert_eq!(r.validate(), Ok(()));
         assert_eq!(r.timeout, Duration::from_secs(15));
-        assert_eq!(r.max_memory_bytes, 256 << 20);
+        assert_eq!(r.max_memory, 256 << 20);
     }
 
     #[test]
     fn invalid_settings_are_named() {
         let l = Limits {
-            max_memory_bytes: 5 << 30,
+            max_memory: 5 << 30,
             ..Limits::default()
         };
         assert!(l.validate().expect_err("too big").contains("4 GiB"));
@@ -693,7 +669,6 @@ mod tests {
             assert_ne!(l, Limits::default(), "{} changed nothing", k.key);
             assert_eq!(k.get(&l), v, "{}", k.key);
             assert_eq!(LimitKey::find(k.key).map(|f| f.key), Some(k.key));
-            assert_eq!(k.flag, k.key.replace('_', "-"));
         }
         assert_eq!(LimitKey::find("memory").map(|k| k.key), Some("max_memory"));
         assert!(LimitKey::find("colour").is_none());

@@ -9,7 +9,7 @@ use sha2::{Digest as _, Sha256};
 use wasmtime::component::Component;
 
 use crate::bindings::episode::EpisodeInput;
-use crate::budget::{ADMISSION_WAIT, host_memory};
+use crate::budget::ADMISSION_WAIT;
 use crate::cache::ComponentCache;
 use crate::canary::CanaryReport;
 use crate::component::{
@@ -269,7 +269,10 @@ impl Runtime {
         // While the host is above its memory high-water mark, new episodes wait (bounded) for
         // the ones in flight to give memory back; then for a pool slot. The episode's deadline
         // starts with its store.
-        host_memory().below_high_water(ADMISSION_WAIT).await;
+        self.services
+            .host_memory()
+            .below_high_water(ADMISSION_WAIT)
+            .await;
         let _slot = self.episode_slots.take().await;
         let start = Instant::now();
         let mut store = new_store(
@@ -415,7 +418,8 @@ impl Runtime {
         if let Err(message) = self.check_enforceable(&limits) {
             return CallReport::refused(GuestFault::Unenforceable { message });
         }
-        component.once(self.config.fuel, input, limits).await
+        let host = self.services.host_memory().clone();
+        component.once(self.config.fuel, input, limits, host).await
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::{Arc, RwLock};
 use rollbox_engines::InferenceBackend;
 use rollbox_tokenizer::HostTokenizer;
 
+use crate::budget::{HostMemory, host_memory};
 use crate::component::{RewardComponent, ToolComponent};
 use crate::registry::Registered;
 use crate::slots::{Slot, Slots};
@@ -31,6 +32,8 @@ pub struct Services {
     /// so drawing on the same pool could leave every slot held by a waiting reward.
     nested_pool: Slots,
     device: rollbox_tensor::Device,
+    /// The memory budget every episode, reward and tool call here reserves from.
+    host_memory: Arc<HostMemory>,
 }
 
 /// Slots of the untrusted-call pool that only reward calls may take: a flood of slow tool
@@ -80,7 +83,20 @@ impl Services {
             tool_share: Slots::new(cores - reward_reserve(cores)),
             nested_pool: Slots::new(cores),
             device: rollbox_tensor::default_device(),
+            host_memory: host_memory().clone(),
         }
+    }
+
+    /// Reserve every episode's, reward's and tool call's memory from `budget` (a host's own
+    /// `max_host_memory`) instead of the process's default one ([`host_memory`]).
+    pub fn with_host_memory(mut self, budget: Arc<HostMemory>) -> Self {
+        self.host_memory = budget;
+        self
+    }
+
+    /// The memory budget of everything run here.
+    pub fn host_memory(&self) -> &Arc<HostMemory> {
+        &self.host_memory
     }
 
     /// Keep host tensors on `device` (default: [`rollbox_tensor::default_device`], the CPU

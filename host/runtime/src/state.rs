@@ -15,7 +15,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bindings::tools::{ToolCall, ToolResult};
 use crate::bindings::types::Error;
-use crate::budget::{LINEAR_MEMORY_ALLOWANCE, Reservation, host_memory};
+use crate::budget::{HostMemory, LINEAR_MEMORY_ALLOWANCE, Reservation};
 use crate::fault::{HostMemoryExhausted, LimitTrap, MemoryLimitExceeded};
 use crate::limits::{Limits, Setting};
 
@@ -64,12 +64,13 @@ impl<C: Sandboxed> StoreState<C> {
     pub(crate) fn with(
         id: String,
         limits: Arc<Limits>,
+        host: Arc<HostMemory>,
         seed: u64,
         ctx: impl FnOnce(CallCtx) -> C,
     ) -> Self {
         use rand10::SeedableRng as _;
-        let stdout = CapturedOutput::new(limits.max_stdout_bytes);
-        let stderr = CapturedOutput::new(limits.max_stderr_bytes);
+        let stdout = CapturedOutput::new(limits.max_output_bytes);
+        let stderr = CapturedOutput::new(limits.max_output_bytes);
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -86,7 +87,7 @@ impl<C: Sandboxed> StoreState<C> {
         StoreState {
             wasi: wasi.build(),
             table,
-            limiter: MemoryLimiter::new(limits.max_memory_bytes),
+            limiter: MemoryLimiter::new(limits.max_memory, host),
             ctx: ctx(CallCtx {
                 id,
                 limits,
@@ -181,15 +182,18 @@ pub struct MemoryLimiter {
     /// The store's linear memories together, bytes.
     total_bytes: usize,
     reserved: Reservation,
+    /// The budget `reserved` is drawn from.
+    host: Arc<HostMemory>,
 }
 
 impl MemoryLimiter {
-    fn new(max_bytes: u64) -> Self {
+    fn new(max_bytes: u64, host: Arc<HostMemory>) -> Self {
         MemoryLimiter {
             max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
             peak_bytes: 0,
             total_bytes: 0,
             reserved: Reservation::default(),
+            host,
         }
     }
 
@@ -222,7 +226,7 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
             .total_bytes
             .saturating_sub(LINEAR_MEMORY_ALLOWANCE)
             .saturating_sub(self.reserved.bytes());
-        let host = host_memory();
+        let host = &self.host;
         if more > 0 && !self.reserved.grow(host, more) {
             return Err(wasmtime::Error::new(HostMemoryExhausted(
                 host.exhausted("growing a linear memory", more),
@@ -365,7 +369,7 @@ mod tests {
     #[test]
     fn memory_limiter_refuses_past_the_limit_and_tracks_peak() {
         use wasmtime::ResourceLimiter;
-        let mut l = MemoryLimiter::new(1 << 20);
+        let mut l = MemoryLimiter::new(1 << 20, HostMemory::new(1 << 30));
         assert!(l.memory_growing(0, 65536, None).expect("within"));
         let err = l.memory_growing(65536, 2 << 20, None).expect_err("over");
         assert!(

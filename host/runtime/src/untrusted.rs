@@ -11,6 +11,7 @@ use wasmtime::Engine;
 use crate::bindings::rewards::ScoreResult;
 use crate::bindings::tools::ToolResult;
 use crate::bindings::types::{Accounting, Error, RewardInput};
+use crate::budget::HostMemory;
 use crate::component::{RewardComponent, ToolComponent};
 use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
 use crate::limits::Limits;
@@ -97,6 +98,7 @@ pub(crate) async fn score_once(
     reward: &RewardComponent,
     input: RewardInput,
     limits: Arc<Limits>,
+    host: Arc<HostMemory>,
     nested: Option<Arc<dyn RewardTools>>,
 ) -> CallReport<f64> {
     let pre = reward.pre.clone();
@@ -106,6 +108,7 @@ pub(crate) async fn score_once(
         fuel,
         id,
         limits,
+        host,
         nested,
         move |store| {
             Box::pin(async move {
@@ -132,18 +135,29 @@ pub(crate) async fn tool_once(
     name: String,
     args: String,
     limits: Arc<Limits>,
+    host: Arc<HostMemory>,
 ) -> CallReport<String> {
     let pre = tool.pre.clone();
     let id = format!("tool:{}", short(&tool.info.sha256));
-    attempt(tool.pre.engine(), fuel, id, limits, None, move |store| {
-        Box::pin(async move {
-            let instance = pre.instantiate_async(&mut *store).await?;
-            let call = instance
-                .get_typed_func::<(&str, &str), (Result<String, String>,)>(&mut *store, "call")?;
-            let (out,) = call.call_async(&mut *store, (&name, &args)).await?;
-            Ok(out)
-        })
-    })
+    attempt(
+        tool.pre.engine(),
+        fuel,
+        id,
+        limits,
+        host,
+        None,
+        move |store| {
+            Box::pin(async move {
+                let instance = pre.instantiate_async(&mut *store).await?;
+                let call = instance.get_typed_func::<(&str, &str), (Result<String, String>,)>(
+                    &mut *store,
+                    "call",
+                )?;
+                let (out,) = call.call_async(&mut *store, (&name, &args)).await?;
+                Ok(out)
+            })
+        },
+    )
     .await
 }
 
@@ -152,17 +166,26 @@ pub(crate) async fn describe_once(
     fuel: bool,
     tool: &ToolComponent,
     limits: Arc<Limits>,
+    host: Arc<HostMemory>,
 ) -> CallReport<String> {
     let pre = tool.pre.clone();
     let id = format!("tool-describe:{}", short(&tool.info.sha256));
-    attempt(tool.pre.engine(), fuel, id, limits, None, move |store| {
-        Box::pin(async move {
-            let instance = pre.instantiate_async(&mut *store).await?;
-            let describe = instance.get_typed_func::<(), (String,)>(&mut *store, "describe")?;
-            let (out,) = describe.call_async(&mut *store, ()).await?;
-            Ok(Ok(out))
-        })
-    })
+    attempt(
+        tool.pre.engine(),
+        fuel,
+        id,
+        limits,
+        host,
+        None,
+        move |store| {
+            Box::pin(async move {
+                let instance = pre.instantiate_async(&mut *store).await?;
+                let describe = instance.get_typed_func::<(), (String,)>(&mut *store, "describe")?;
+                let (out,) = describe.call_async(&mut *store, ()).await?;
+                Ok(Ok(out))
+            })
+        },
+    )
     .await
 }
 
@@ -190,9 +213,15 @@ pub(crate) async fn tool_schema(
             let mut last = String::new();
             for _ in 0..2 {
                 let _slot = services.tool_slot().await;
-                match describe_once(reg.fuel_metering, tool, reg.policy.limits.clone())
-                    .await
-                    .result
+                let limits = reg.policy.limits.clone();
+                match describe_once(
+                    reg.fuel_metering,
+                    tool,
+                    limits,
+                    services.host_memory().clone(),
+                )
+                .await
+                .result
                 {
                     Ok(text) => return Ok(text),
                     Err(f) => last = f.to_string(),
@@ -254,6 +283,7 @@ async fn attempt<T>(
     fuel: bool,
     id: String,
     limits: Arc<Limits>,
+    host: Arc<HostMemory>,
     nested: Option<Arc<dyn RewardTools>>,
     call: impl for<'a> FnOnce(
         &'a mut wasmtime::Store<StoreState<CallCtx>>,
@@ -269,7 +299,7 @@ async fn attempt<T>(
     let mut store = new_store(
         engine,
         fuel,
-        StoreState::with(id, limits, seed, |mut call| {
+        StoreState::with(id, limits, host, seed, |mut call| {
             call.nested = nested;
             call
         }),
@@ -589,6 +619,7 @@ pub(crate) async fn score_registered(
             &reg.component,
             input.clone(),
             reg.policy.limits.clone(),
+            services.host_memory().clone(),
             Some(tools.clone()),
         )
     })
@@ -620,6 +651,7 @@ async fn call_registered_as(
             name.to_string(),
             args.clone(),
             reg.policy.limits.clone(),
+            services.host_memory().clone(),
         )
     })
     .await;

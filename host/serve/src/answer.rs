@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rollbox_rollout::{MAX_BATCH_TENSOR_BYTES, MemorySink, OverBudget, Stats};
-use rollbox_runtime::{Reservation, host_memory};
+use rollbox_runtime::{HostMemory, Reservation};
 use rollbox_tensor::{SafetensorsParts, TensorError};
 
 /// The answer of a run whose batches are in `sink`, with `stats` in the header; else the
@@ -25,6 +25,7 @@ pub(super) fn batch_answer(
     sink: MemorySink,
     provenance: std::collections::BTreeMap<String, String>,
     stats: &Stats,
+    host: &std::sync::Arc<HostMemory>,
 ) -> Result<Response, (StatusCode, String)> {
     let internal = |e: &dyn std::fmt::Display| {
         (
@@ -33,7 +34,7 @@ pub(super) fn batch_answer(
         )
     };
     let (batch, memory) = sink
-        .into_batch(provenance, MAX_BATCH_TENSOR_BYTES)
+        .into_batch(provenance, MAX_BATCH_TENSOR_BYTES, host)
         .map_err(|e| match e.downcast_ref::<OverBudget>() {
             Some(_) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")),
             None => internal(&format!("{e:#}")),
@@ -43,7 +44,6 @@ pub(super) fn batch_answer(
     header.insert("stats".into(), stats);
     let parts = SafetensorsParts::new(batch.tensors, &header).map_err(|e| internal(&e))?;
     // One part at a time, reserved before the first is sent.
-    let host = host_memory();
     let largest = parts.largest_part();
     let part = host.try_reserve_bulk(largest).ok_or_else(|| {
         (

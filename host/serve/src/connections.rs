@@ -14,7 +14,11 @@ use super::{BODY_READ_TIMEOUT, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, error};
 
 /// The request body, read within [`BODY_READ_TIMEOUT`] and `cap` bytes, each byte held against
 /// the server's body total and the host budget before it is ([`super::held`]).
-pub(super) async fn read_body(body: axum::body::Body, cap: usize) -> Result<HeldBody, Response> {
+pub(super) async fn read_body(
+    body: axum::body::Body,
+    cap: usize,
+    host: &std::sync::Arc<rollbox_runtime::HostMemory>,
+) -> Result<HeldBody, Response> {
     use axum::body::HttpBody as _;
     // A declared Content-Length over the cap is refused before anything is read.
     let declared = body.size_hint().lower();
@@ -24,7 +28,12 @@ pub(super) async fn read_body(body: axum::body::Body, cap: usize) -> Result<Held
             format!("a body of {declared} bytes; at most {cap}: send fewer rows per request"),
         ));
     }
-    match tokio::time::timeout(BODY_READ_TIMEOUT, collect_capped(body, cap, declared)).await {
+    match tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        collect_capped(body, cap, declared, host.clone()),
+    )
+    .await
+    {
         Ok(result) => result,
         Err(_) => Err(error(
             StatusCode::REQUEST_TIMEOUT,
@@ -44,9 +53,10 @@ async fn collect_capped(
     mut body: axum::body::Body,
     cap: usize,
     declared: u64,
+    host: std::sync::Arc<rollbox_runtime::HostMemory>,
 ) -> Result<HeldBody, Response> {
     use http_body_util::BodyExt as _;
-    let mut hold = BodyHold::default();
+    let mut hold = BodyHold::new(host);
     // `declared` is at most `cap` (checked by the caller).
     let declared = usize::try_from(declared).unwrap_or(cap).min(cap);
     hold.grow(declared)?;

@@ -34,7 +34,7 @@ pub(super) async fn episodes(
     body: axum::body::Body,
 ) -> Response {
     app.metrics.requests.fetch_add(1, Ordering::Relaxed);
-    let body = match read_body(body, MAX_BODY_BYTES).await {
+    let body = match read_body(body, MAX_BODY_BYTES, app.budget()).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -43,7 +43,11 @@ pub(super) async fn episodes(
         Ok(parsed) => parsed,
         Err(r) => return r,
     };
-    let _rows = match reserve_parsed(parsed.parsed_bytes, "the request's parsed rows") {
+    let _rows = match reserve_parsed(
+        app.budget(),
+        parsed.parsed_bytes,
+        "the request's parsed rows",
+    ) {
         Ok(r) => r,
         Err(busy) => return busy.into(),
     };
@@ -405,6 +409,6 @@ async fn run_rows(
     );
     m.trajectories
         .fetch_add(stats.trajectories as u64, Ordering::Relaxed);
-    batch_answer(sink, r.provenance.clone(), &stats)
+    batch_answer(sink, r.provenance.clone(), &stats, app.budget())
         .map_err(|(status, message)| error(status, message))
 }

@@ -1,6 +1,6 @@
 //! What a request makes the server hold before any sandbox runs: its body as it is received,
 //! then the values parsed from it, each counted against the host's memory budget
-//! ([`rollbox_runtime::host_memory`], `--max-host-memory`) before the bytes are held, and the
+//! (the host's `--max-host-memory`) before the bytes are held, and the
 //! bodies also against one server-wide total, [`MAX_BODY_BYTES_IN_FLIGHT`].
 //!
 //! One request's body is capped by [`super::MAX_BODY_BYTES`] (or its tenant's
@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::http::{StatusCode, header};
 use axum::response::Response;
-use rollbox_runtime::{Reservation, host_memory};
+use std::sync::Arc;
+
+use rollbox_runtime::{HostMemory, Reservation};
 
 use super::error;
 
@@ -43,13 +45,23 @@ pub fn bodies_refused() -> usize {
 }
 
 /// A body's share of the server-wide total and of the host budget, given back when dropped.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct BodyHold {
     bytes: usize,
     host: Reservation,
+    budget: Arc<HostMemory>,
 }
 
 impl BodyHold {
+    /// Nothing held yet, of the server's total and of `budget`.
+    pub(super) fn new(budget: Arc<HostMemory>) -> Self {
+        BodyHold {
+            bytes: 0,
+            host: Reservation::default(),
+            budget,
+        }
+    }
+
     /// Bytes held.
     pub(super) fn bytes(&self) -> usize {
         self.bytes
@@ -71,10 +83,9 @@ impl BodyHold {
             )));
         }
         self.bytes += n;
-        let host = host_memory();
-        if !self.host.grow_bulk(host, n) {
+        if !self.host.grow_bulk(&self.budget, n) {
             BODIES_REFUSED.fetch_add(1, Ordering::Relaxed);
-            return Err(Busy(host.exhausted("a request body", n)));
+            return Err(Busy(self.budget.exhausted("a request body", n)));
         }
         Ok(())
     }
@@ -94,8 +105,11 @@ pub(super) struct HeldBody {
 
 /// Reserve `bytes` from the host budget for values parsed from a request, held while the
 /// request runs; else the 503 to answer with.
-pub(super) fn reserve_parsed(bytes: usize, what: &str) -> Result<Reservation, Busy> {
-    let host = host_memory();
+pub(super) fn reserve_parsed(
+    host: &Arc<HostMemory>,
+    bytes: usize,
+    what: &str,
+) -> Result<Reservation, Busy> {
     host.try_reserve_bulk(bytes)
         .ok_or_else(|| Busy(host.exhausted(what, bytes)))
 }
@@ -120,9 +134,10 @@ mod tests {
     #[test]
     fn bodies_count_against_one_total_and_give_it_back() {
         let before = body_bytes_held();
-        let mut a = BodyHold::default();
+        let budget = HostMemory::new(usize::MAX);
+        let mut a = BodyHold::new(budget.clone());
         a.grow(MAX_BODY_BYTES_IN_FLIGHT / 2).expect("half");
-        let mut b = BodyHold::default();
+        let mut b = BodyHold::new(budget);
         let refused = b.grow(MAX_BODY_BYTES_IN_FLIGHT / 2 + before + 1);
         let answer = Response::from(refused.expect_err("past the total"));
         assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);

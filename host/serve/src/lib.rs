@@ -190,6 +190,13 @@ pub const RUN_CODE_TOOL: &str = "python";
 /// Largest `POST /v1/version` body.
 const MAX_VERSION_BODY_BYTES: usize = 4 << 10;
 
+impl AppState {
+    /// The host's memory budget, which request bodies, parsed values and answers reserve from.
+    fn budget(&self) -> &Arc<rollbox_runtime::HostMemory> {
+        self.rollout.runtime.services().host_memory()
+    }
+}
+
 fn error(status: StatusCode, message: String) -> Response {
     (status, axum::Json(serde_json::json!({"error": message}))).into_response()
 }

@@ -18,7 +18,7 @@
 //! most [`MAX_KEPT_PER_TENANT`] of each kind it brought (its least recently named dropped
 //! first, never another tenant's: one tenant's churn once evicted another's hash-named
 //! workflow, issue 52), and each compilation holds [`KEPT_BYTES_PER_FILE_BYTE`] times its
-//! file's size of the host budget ([`rollbox_runtime::host_memory`]) while kept; a load the
+//! file's size of the host budget (the host's `max_host_memory`) while kept; a load the
 //! budget cannot hold drops the bringer's own oldest first, then is refused naming
 //! `max_host_memory`.
 
@@ -27,8 +27,8 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rollbox_runtime::{
-    ComponentSource, Reservation, RewardComponent, Runtime, ToolComponent, WorkflowComponent,
-    host_memory,
+    ComponentSource, HostMemory, Reservation, RewardComponent, Runtime, ToolComponent,
+    WorkflowComponent,
 };
 use sha2::{Digest, Sha256};
 
@@ -193,6 +193,7 @@ impl<C> Kept<C> {
         c: Arc<C>,
         bringer: &str,
         file_bytes: u64,
+        host: &Arc<HostMemory>,
     ) -> Result<(), String> {
         self.clock += 1;
         if self.by_sha256.contains_key(&sha256) {
@@ -208,7 +209,6 @@ impl<C> Kept<C> {
         {}
         let bytes = usize::try_from(file_bytes.saturating_mul(KEPT_BYTES_PER_FILE_BYTE))
             .unwrap_or(usize::MAX);
-        let host = host_memory();
         let held = loop {
             if let Some(held) = host.try_reserve_bulk(bytes) {
                 break held;
@@ -279,7 +279,13 @@ impl RequestComponents {
         )?);
         let file_bytes = c.file_bytes();
         lock(C::kept(self))
-            .keep(sha256, c.clone(), bringer, file_bytes)
+            .keep(
+                sha256,
+                c.clone(),
+                bringer,
+                file_bytes,
+                runtime.services().host_memory(),
+            )
             .map_err(anyhow::Error::msg)?;
         Ok(c)
     }
@@ -358,9 +364,11 @@ mod tests {
     #[test]
     fn a_tenant_keeps_its_own_share_and_drops_only_its_own() {
         let mut kept: Kept<u32> = Kept::default();
-        kept.keep("b0".into(), Arc::new(0), "b", 1).expect("kept");
+        let budget = HostMemory::new(1 << 30);
+        kept.keep("b0".into(), Arc::new(0), "b", 1, &budget)
+            .expect("kept");
         for i in 0..3 * MAX_KEPT_PER_TENANT as u32 {
-            kept.keep(format!("a{i}"), Arc::new(i), "a", 1)
+            kept.keep(format!("a{i}"), Arc::new(i), "a", 1, &budget)
                 .expect("kept");
             // b's is named now and then, a's newest more often.
             if i % 5 == 0 {
@@ -388,7 +396,8 @@ mod tests {
     #[test]
     fn kept_compilations_are_charged_to_the_host_budget() {
         let mut kept: Kept<u32> = Kept::default();
-        kept.keep("small".into(), Arc::new(1), "b", 1 << 20)
+        let budget = HostMemory::new(1 << 30);
+        kept.keep("small".into(), Arc::new(1), "b", 1 << 20, &budget)
             .expect("kept");
         assert_eq!(
             kept.by_sha256["small"]._held.bytes(),
@@ -397,7 +406,7 @@ mod tests {
         );
         // More than the whole budget: refused, with b's kept.
         let err = kept
-            .keep("huge".into(), Arc::new(2), "a", u64::MAX / 4)
+            .keep("huge".into(), Arc::new(2), "a", u64::MAX / 4, &budget)
             .expect_err("over the budget");
         assert!(err.contains("max_host_memory"), "{err}");
         assert_eq!(kept.get("small").as_deref(), Some(&1));

@@ -201,7 +201,7 @@ pub(super) async fn get_reward(
     RawQuery(query): RawQuery,
     body: axum::body::Body,
 ) -> Response {
-    let body = match read_body(body, MAX_BODY_BYTES).await {
+    let body = match read_body(body, MAX_BODY_BYTES, app.budget()).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -229,7 +229,7 @@ pub(super) async fn get_reward(
         Err(r) => return r,
     };
     // The parsed labels are held while the calls run: charged to the host budget.
-    let _parsed = match reserve_parsed(parsed_bytes, "the request's parsed labels") {
+    let _parsed = match reserve_parsed(app.budget(), parsed_bytes, "the request's parsed labels") {
         Ok(r) => r,
         Err(busy) => return busy.into(),
     };
@@ -391,7 +391,7 @@ pub(super) async fn rewards(
     caller: Caller,
     body: axum::body::Body,
 ) -> Response {
-    let body = match read_body(body, MAX_BODY_BYTES).await {
+    let body = match read_body(body, MAX_BODY_BYTES, app.budget()).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -414,7 +414,7 @@ pub(super) async fn rewards(
         Err(r) => return r,
     };
     // The parsed rows are held while the calls run: charged to the host budget.
-    let _parsed = match reserve_parsed(parsed_bytes, "the request's parsed rows") {
+    let _parsed = match reserve_parsed(app.budget(), parsed_bytes, "the request's parsed rows") {
         Ok(r) => r,
         Err(busy) => return busy.into(),
     };

@@ -65,7 +65,7 @@ pub(super) async fn run_code(
     app.metrics
         .run_code_requests
         .fetch_add(1, Ordering::Relaxed);
-    let body = match read_body(body, MAX_RUN_CODE_BODY_BYTES).await {
+    let body = match read_body(body, MAX_RUN_CODE_BODY_BYTES, app.budget()).await {
         Ok(b) => b,
         Err(r) => return r,
     };

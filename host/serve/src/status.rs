@@ -26,7 +26,7 @@ pub(crate) async fn version(
             ),
         );
     }
-    let body = match read_body(body, MAX_VERSION_BODY_BYTES).await {
+    let body = match read_body(body, MAX_VERSION_BODY_BYTES, app.budget()).await {
         Ok(b) => b.bytes,
         Err(r) => return r,
     };

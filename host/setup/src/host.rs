@@ -9,8 +9,8 @@ use anyhow::Context as _;
 use rollbox_engines::InferenceBackend;
 use rollbox_rollout::{Rollout, RolloutOptions};
 use rollbox_runtime::{
-    CallPolicy, Called, ComponentInfo, ComponentSource, EpisodeReport, EpisodeRequest, Limits,
-    RewardCall, RewardComponent, Runtime, RuntimeConfig, Scope, Services, ToolComponent,
+    CallPolicy, Called, ComponentInfo, ComponentSource, EpisodeReport, EpisodeRequest, HostMemory,
+    Limits, RewardCall, RewardComponent, Runtime, RuntimeConfig, Scope, Services, ToolComponent,
     WorkflowComponent,
 };
 use rollbox_tokenizer::HostTokenizer;
@@ -155,12 +155,16 @@ impl HostSpec {
         })
     }
 
-    /// The runtime over `services`, with fuel metering decided from the spec and the host
-    /// memory budget set.
+    /// The runtime over `services`, with fuel metering decided from the spec and, with
+    /// `max_host_memory`, a memory budget of this host's own (without it, the process's default
+    /// budget, shared by every host that sets none).
     fn runtime(&self, services: Services) -> anyhow::Result<Arc<Runtime>> {
-        if let Some(bytes) = self.max_host_memory {
-            rollbox_runtime::host_memory().set_limit(usize::try_from(bytes).unwrap_or(usize::MAX));
-        }
+        let services = match self.max_host_memory {
+            Some(bytes) => services.with_host_memory(HostMemory::new(
+                usize::try_from(bytes).unwrap_or(usize::MAX),
+            )),
+            None => services,
+        };
         // Fuel metering is decided here, from every limit of the spec, so no entry point can
         // take a fuel limit and forget to meter it (the runtime also refuses a fuel limit it
         // cannot enforce).

@@ -43,7 +43,7 @@ mod spec;
 
 pub use host::{Components, Host, inspect};
 pub use rollbox_runtime::{LimitError, LimitSpec};
-pub use spec::{ComponentSpec, HostSpec};
+pub use spec::{ComponentSpec, HOST_KEYS, HostKey, HostSpec};
 
 /// The README's embedding example, compiled by `cargo test --doc` so that it stays true.
 #[doc = include_str!("../README.md")]

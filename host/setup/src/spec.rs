@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use rollbox_engines::EngineSpec;
-use rollbox_runtime::{CallPolicy, LimitError, LimitKey, LimitSpec};
+use rollbox_runtime::{CallPolicy, LimitError, LimitKey, LimitSpec, LimitUnit};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
@@ -96,6 +96,79 @@ impl HostSpec {
                 .values()
                 .chain(self.tools.values())
                 .any(|c| c.limits.sets_fuel())
+    }
+}
+
+/// A host-wide setting: one value for the host as a whole (every episode, reward and tool
+/// call it runs), where a limit of [`LIMIT_KEYS`](rollbox_runtime::LIMIT_KEYS) holds per
+/// episode or call. [`HOST_KEYS`] is every one: each edge reads them the same way, by key, and
+/// a key is the [`HostSpec`] field it sets, the `rollbox` flag with dashes
+/// (`--max-host-memory`) and the Python keyword.
+#[derive(Debug)]
+pub struct HostKey {
+    /// The key, `snake_case`.
+    pub key: &'static str,
+    /// What it bounds, with its default.
+    pub help: &'static str,
+    /// How its value is written.
+    pub unit: LimitUnit,
+    set: fn(&mut HostSpec, u64),
+}
+
+/// Every host-wide setting.
+pub const HOST_KEYS: &[HostKey] = &[
+    HostKey {
+        key: "max_host_memory",
+        help: "The host's memory budget (e.g. 8GiB), which every episode's, reward's and tool's linear memory, tensors, request bodies and host-call working memory are reserved from; past it the caller gets `limit_exceeded` and new episodes wait. Each host has its own; hosts that set none share one default: 60% of physical memory (or of the cgroup's limit)",
+        unit: LimitUnit::Bytes,
+        set: |s, v| s.max_host_memory = Some(v),
+    },
+    HostKey {
+        key: "max_instances",
+        help: "Sandbox instances alive at once (the pool's slots), across episodes, rewards and tools. Default 1000",
+        unit: LimitUnit::Count,
+        set: |s, v| s.max_instances = Some(u32::try_from(v).unwrap_or(u32::MAX)),
+    },
+];
+
+impl HostKey {
+    /// The entry of `key`; `None` for an unknown key.
+    pub fn find(key: &str) -> Option<&'static HostKey> {
+        HOST_KEYS.iter().find(|k| k.key == key)
+    }
+
+    /// The keys, for messages.
+    pub fn names() -> String {
+        HOST_KEYS
+            .iter()
+            .map(|k| k.key)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl HostSpec {
+    /// Set the host-wide setting `key` ([`HOST_KEYS`]) from its text (`8GiB`, `500`).
+    pub fn set_host_text(&mut self, key: &str, text: &str) -> Result<(), String> {
+        let k = HostKey::find(key).ok_or_else(|| {
+            format!(
+                "unknown host-wide setting `{key}`; use {}",
+                HostKey::names()
+            )
+        })?;
+        let value = match k.unit {
+            LimitUnit::Bytes => rollbox_runtime::parse_size(text).map(|n| n as u64),
+            _ => text
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("`{text}` is not a whole number")),
+        }
+        .map_err(|e| format!("{key}: {e}"))?;
+        if value == 0 {
+            return Err(format!("{key}: give a positive value (or leave it out)"));
+        }
+        (k.set)(self, value);
+        Ok(())
     }
 }
 
@@ -259,7 +332,7 @@ mod tests {
         let p = c.policy(CallPolicy::default()).expect("policy");
         assert_eq!(p.retries, 1);
         assert_eq!(p.limits.timeout, Duration::from_secs(2));
-        assert_eq!(p.limits.max_memory_bytes, 64 << 20);
+        assert_eq!(p.limits.max_memory, 64 << 20);
         // Tool defaults stay where nothing is set.
         let t = ComponentSpec::parse("x.wasm")
             .expect("tool")
@@ -332,11 +405,8 @@ mod tests {
         .expect("limits");
         let l = s.apply(Limits::default()).expect("valid");
         assert_eq!(l.timeout, Duration::from_millis(1500));
-        assert_eq!(l.max_memory_bytes, 64 << 20);
-        assert_eq!(
-            (l.max_handles, l.max_stdout_bytes, l.max_stderr_bytes),
-            (7, 1024, 1024)
-        );
+        assert_eq!(l.max_memory, 64 << 20);
+        assert_eq!((l.max_handles, l.max_output_bytes), (7, 1024));
         let mut big = LimitSpec::default();
         big.set_text("max_memory", "8GiB").expect("parses");
         assert!(big.apply(Limits::default()).is_err(), "past 4 GiB");

@@ -18,7 +18,7 @@ use clap::Args;
 use rollbox_engines::{ENGINE_SPECS, EngineSpec};
 use rollbox_host::{ComponentSpec, HostSpec};
 
-use crate::limits::{LimitArgs, parse_registration};
+use crate::limits::{HostArgs, LimitArgs, parse_registration};
 
 /// A `--reward`/`--tool` registration: the name workflows use and the component.
 #[derive(Debug, Clone)]
@@ -58,12 +58,8 @@ pub struct ComponentArgs {
     /// --engine replay:FILE).
     #[arg(long)]
     pub record: Option<PathBuf>,
-    /// The host-wide memory budget (e.g. 8GiB) that every episode's, reward's and tool's
-    /// linear memory, tensors and host-call working memory are reserved from; past it the
-    /// episode asking gets `limit_exceeded` and new episodes wait. Default 60% of physical
-    /// memory (or of the cgroup's limit).
-    #[arg(long, value_name = "SIZE")]
-    pub max_host_memory: Option<String>,
+    #[command(flatten)]
+    pub host: HostArgs,
 }
 
 impl ComponentArgs {
@@ -82,12 +78,7 @@ impl ComponentArgs {
         spec.record = self.record.clone();
         spec.limits = limits.0.clone();
         spec.config = config;
-        if let Some(s) = &self.max_host_memory {
-            let bytes = rollbox_runtime::parse_size(s)
-                .map_err(anyhow::Error::msg)
-                .context("--max-host-memory")?;
-            spec.max_host_memory = Some(bytes as u64);
-        }
+        self.host.apply(&mut spec)?;
         Ok(spec)
     }
 }

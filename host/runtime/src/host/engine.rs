@@ -7,7 +7,7 @@
 //! generate is given back when it returns); the backend's eos/pad ids added to the stop ids unless the
 //! request opts out; every output token stamped with the policy version.
 //!
-//! Limits: `max_generate_calls` and `max_generated_tokens` per episode (soft: reported once as
+//! Limits: `max_generate_calls` and `max_episode_tokens` per episode (soft: reported once as
 //! `limit-exceeded`, then a trap). A missing backend is an `unavailable` value; a backend
 //! failure is an `unavailable` or `invalid-argument` value. Nothing here traps on a guest's
 //! ordinary mistake.
@@ -79,10 +79,10 @@ impl EpisodeCtx {
         }
         let budget = self
             .limits
-            .max_generated_tokens
+            .max_episode_tokens
             .saturating_sub(self.generated_tokens);
         if budget == 0 {
-            let max = self.limits.max_generated_tokens;
+            let max = self.limits.max_episode_tokens;
             return Ok(Err(self.refuse(
                 Setting::Limit("max_episode_tokens"),
                 format!("this episode generated its limit of {max} tokens (`max_episode_tokens`)"),

@@ -12,7 +12,7 @@ use wasmtime::component::Resource;
 
 use crate::bindings::tensor::{self, Dtype, TensorData};
 use crate::bindings::types::Error;
-use crate::budget::{TENSOR_RESERVATION_CHUNK, host_memory};
+use crate::budget::TENSOR_RESERVATION_CHUNK;
 use crate::episode::EpisodeState;
 use crate::limits::Setting;
 
@@ -96,14 +96,14 @@ impl EpisodeState {
         }
         // Reserved from the host budget a chunk at a time (the exact amount when a chunk
         // does not fit).
-        let host = host_memory();
+        let host = self.ctx.services.host_memory().clone();
         let missing = (self.ctx.tensor_bytes + bytes).saturating_sub(self.ctx.memory.bytes());
         if missing > 0
             && !self
                 .ctx
                 .memory
-                .grow_bulk(host, missing.max(TENSOR_RESERVATION_CHUNK))
-            && !self.ctx.memory.grow_bulk(host, missing)
+                .grow_bulk(&host, missing.max(TENSOR_RESERVATION_CHUNK))
+            && !self.ctx.memory.grow_bulk(&host, missing)
         {
             return Ok(Err(self
                 .ctx

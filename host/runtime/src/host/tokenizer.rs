@@ -1,7 +1,7 @@
 //! Host side of the `tokenizer` interface: the loaded [`HostTokenizer`] (shared by every
 //! episode, loaded once at start-up).
 //!
-//! Limits: the episode's `max_tokenizer_input_bytes` per call (a soft limit: `limit-exceeded`
+//! Limits: the episode's `max_tokenizer_bytes` per call (a soft limit: `limit-exceeded`
 //! once, then a trap), texts up to `rollbox_tokenizer::MAX_TEXT_BYTES`, decode lists up to
 //! `MAX_DECODE_TOKENS`, and the episode's boundary-bytes limit on every argument; each call's
 //! CPU time is charged to the episode (its fuel, when metered) and none starts past its
@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::bindings::tokenizer::{self, ChatOptions, SpecialTokenIds};
 use crate::bindings::types::Error;
-use crate::budget::{TOKENIZER_BYTES_PER_INPUT_BYTE, host_memory};
+use crate::budget::TOKENIZER_BYTES_PER_INPUT_BYTE;
 use crate::episode::EpisodeState;
 use crate::host_work::{offload, past_deadline, timed_inline};
 use crate::limits::Setting;
@@ -64,7 +64,7 @@ const OFFLOAD_BYTES: usize = 64 << 10;
 
 impl EpisodeState {
     /// Run `f` with the tokenizer for an input of `input_bytes`: refused past the episode's
-    /// `max_tokenizer_input_bytes` (a soft limit) or its deadline; inline for small inputs, on
+    /// `max_tokenizer_bytes` (a soft limit) or its deadline; inline for small inputs, on
     /// the blocking pool past [`OFFLOAD_BYTES`]; its CPU time charged to the episode
     /// (`host_work`).
     async fn with_tokenizer<T: Send + 'static>(
@@ -76,7 +76,7 @@ impl EpisodeState {
         let Some(t) = self.ctx.services.tokenizer().cloned() else {
             return Ok(Err(no_tokenizer()));
         };
-        let max = self.ctx.limits.max_tokenizer_input_bytes;
+        let max = self.ctx.limits.max_tokenizer_bytes;
         if input_bytes > max {
             return Ok(Err(self.ctx.refuse(
                 Setting::Limit("max_tokenizer_bytes"),
@@ -89,7 +89,7 @@ impl EpisodeState {
             return Ok(Err(past_deadline(&format!("tokenizer {what}"))));
         }
         // The call's working memory, from the host-wide budget while it runs.
-        let host = host_memory();
+        let host = self.ctx.services.host_memory().clone();
         let work = input_bytes.saturating_mul(TOKENIZER_BYTES_PER_INPUT_BYTE);
         let Some(_working) = host.try_reserve_bulk(work) else {
             return Ok(Err(self.ctx.refuse(

@@ -32,7 +32,7 @@ use wasmtime::Trap;
 
 use crate::bindings::types::Error;
 use crate::bindings::vision::{self, ImageOptions, ProcessedImages};
-use crate::budget::{Reservation, host_memory};
+use crate::budget::{HostMemory, Reservation};
 use crate::episode::EpisodeState;
 use crate::host_work::{HOST_FUEL_PER_MS, offload, past_deadline, timed};
 
@@ -53,6 +53,8 @@ struct Stops {
     fuel_left: Option<u64>,
     /// Set when the call's future is dropped.
     dropped: Arc<AtomicBool>,
+    /// The host's memory budget, which decoding and pixel values reserve from.
+    host: Arc<HostMemory>,
 }
 
 impl Stops {
@@ -98,6 +100,7 @@ struct Images<'a> {
     pv: Vec<f32>,
     /// The pixel values' share of the host budget.
     working: &'a mut Reservation,
+    host: &'a Arc<HostMemory>,
 }
 
 impl Images<'_> {
@@ -105,7 +108,7 @@ impl Images<'_> {
     /// its rows appended to the call's pixel values.
     fn add(&mut self, i: usize, bytes: &[u8]) -> Result<Appended, Error> {
         let bad = |e: VisionError| Error::InvalidArgument(format!("image {i}: {e}"));
-        let host = host_memory();
+        let host = self.host;
         let refused = |what: &str, bytes: usize| {
             Error::LimitExceeded(
                 host.exhausted(&format!("process-images (image {i}, {what})"), bytes),
@@ -204,6 +207,7 @@ fn run(
         planned: 0,
         pv: Vec::new(),
         working,
+        host: &stops.host,
     };
     let (mut grids, mut tokens) = (Vec::new(), Vec::new());
     // This call's CPU so far, charged image by image against the episode's fuel.
@@ -244,6 +248,7 @@ impl vision::Host for EpisodeState {
                 .fuel
                 .map(|fuel| fuel.saturating_sub(fuel_for(self.ctx.host_cpu))),
             dropped,
+            host: self.ctx.services.host_memory().clone(),
         };
         // CPU-heavy: off the async worker, so other episodes' I/O keeps going. The pixel
         // values' reservation is held until the results are admitted as tensors (which reserve
