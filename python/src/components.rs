@@ -72,11 +72,8 @@ fn to_dict<'py, T: IntoPyObject<'py> + Clone>(
 }
 
 fn describe(f: &GuestFault, kind: &str, name: &str, attempts: u32) -> String {
-    let what = format!("{kind} `{name}` failed on all {attempts} attempts: {f}");
-    match f.setting() {
-        Some(s) => format!("{what}; {}", hint(&s, kind, name)),
-        None => what,
-    }
+    let what = f.explain(|s| hint(s, kind, name));
+    format!("{kind} `{name}` failed on all {attempts} attempts: {what}")
 }
 
 #[pymethods]

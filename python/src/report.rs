@@ -92,10 +92,7 @@ fn hint(setting: &Setting) -> String {
 
 /// A failed episode's fault with the keyword to change, when a setting caused it.
 fn failure(f: &GuestFault) -> String {
-    match f.setting() {
-        Some(s) => format!("{f}; {}", hint(&s)),
-        None => f.to_string(),
-    }
+    f.explain(hint)
 }
 
 /// What `arun_episode` returns for report `r`.

@@ -1138,7 +1138,9 @@ fn serve_admits_tenants_by_key_and_quota() {
     let tmp = tempfile::tempdir().expect("tmp");
     let file = tmp.path().join("tenants.toml");
     write_tenants(&file, &["key-a", "key-b"]);
-    let spin = format!("spin={},timeout=2s,retries=0", c::REWARD_SPIN);
+    // Long enough that a's held request is seen in flight however slowly the probes below
+    // connect on a loaded machine (2 s was missed once under load).
+    let spin = format!("spin={},timeout=8s,retries=0", c::REWARD_SPIN);
     let (mut child, addr) = start_serve(
         &[
             "--tenants",
@@ -1185,7 +1187,7 @@ fn serve_admits_tenants_by_key_and_quota() {
             "the refused requests ran nothing: {text}"
         );
 
-        // `a` holds its one request in flight (a reward that spins to its 2 s timeout): its
+        // `a` holds its one request in flight (a reward that spins to its 8 s timeout): its
         // next one is 429, `b` is served meanwhile.
         let sample = json!({"query": ["x"], "prompts": [""], "labels": ["1"]}).to_string();
         let held = {

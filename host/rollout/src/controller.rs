@@ -427,10 +427,7 @@ fn next_row(
 /// A failed episode in words: its kind, the fault and the hint to change the setting behind
 /// it (phrased by the entry point, `RolloutOptions::hint`).
 fn failure(f: &rollbox_runtime::GuestFault, hint: fn(&Setting) -> String) -> String {
-    match f.setting() {
-        Some(s) => format!("{}: {f}; {}", f.kind(), hint(&s)),
-        None => format!("{}: {f}", f.kind()),
-    }
+    format!("{}: {}", f.kind(), f.explain(hint))
 }
 
 /// Tasks aborted when this is dropped (finished ones are let go as more are added).

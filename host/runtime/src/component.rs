@@ -134,16 +134,11 @@ impl ToolComponent {
 /// without reading from it: the file is opened non-blocking (a FIFO with no writer would block
 /// the open) and checked on the open descriptor, and the read is bounded even if the file grows.
 pub(crate) fn read_component_file(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK);
-    }
-    let file = options
-        .open(path)
-        .with_context(|| format!("cannot read component {}", path.display()))?;
+    let file = rollbox_tokenizer::file::open_regular(path).map_err(|e| match e.kind() {
+        // A directory, FIFO, socket or device: read_component names what to pass instead.
+        std::io::ErrorKind::InvalidInput => anyhow::anyhow!("{} {e}", path.display()),
+        _ => anyhow::anyhow!("cannot read component {}: {e}", path.display()),
+    })?;
     read_component(file, path)
 }
 

@@ -125,6 +125,15 @@ fn detail_suffix(message: &str) -> String {
 }
 
 impl GuestFault {
+    /// The fault in words, with what to change when a setting caused it: `hint` phrases the
+    /// setting as the caller's entry point takes it (a flag, a keyword, a component option).
+    pub fn explain(&self, hint: impl FnOnce(&Setting) -> String) -> String {
+        match self.setting() {
+            Some(s) => format!("{self}; {}", hint(&s)),
+            None => self.to_string(),
+        }
+    }
+
     /// The setting to raise for this fault not to happen again, when a setting caused it:
     /// the entry point phrases the hint (`--timeout`, `limits={"timeout": ...}`).
     pub fn setting(&self) -> Option<Setting> {

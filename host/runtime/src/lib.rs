@@ -59,6 +59,7 @@ mod fault;
 mod host;
 mod host_work;
 mod kinds;
+mod limit_spec;
 mod limits;
 mod pool;
 mod registry;
@@ -92,12 +93,14 @@ pub use host::tools::MAX_CALL_MANY_CALLS;
 pub use host::vision::MAX_IMAGES_PER_CALL;
 pub use host_work::HOST_FUEL_PER_MS;
 pub use kinds::{Callable, Load, ToolInput};
+pub use limit_spec::{Caps, LimitError, LimitSpec};
 pub use limits::{
-    Caps, LIMIT_KEYS, LimitError, LimitKey, LimitSpec, LimitUnit, LimitValue, Limits,
-    MAX_MEMORY_BYTES_CAP, Setting, parse_duration, parse_size, show_size,
+    LIMIT_KEYS, LimitKey, LimitUnit, LimitValue, Limits, MAX_MEMORY_BYTES_CAP, Setting,
+    parse_duration, parse_size, show_size,
 };
 pub use pool::{DEFAULT_KEEP_RESIDENT_BYTES, EPOCH_TICK, RuntimeConfig, default_cache_dir};
 pub use registry::{CallPolicy, Registered};
+pub use rollbox_tokenizer::file::{open_regular, read_capped};
 pub use runtime::Runtime;
 pub use scope::Scope;
 pub use services::{Services, reward_reserve, tool_calls_per_episode};

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::component::{RewardComponent, ToolComponent};
-use crate::limits::Caps;
+use crate::limit_spec::Caps;
 use crate::registry::Registered;
 use crate::services::Services;
 

@@ -111,23 +111,10 @@ pub(super) fn tls_acceptor(
 ) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
     use rustls_pki_types::pem::PemObject as _;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    use std::io::Read as _;
     use tokio_rustls::rustls;
     let read = |path: &std::path::Path, flag: &str| -> anyhow::Result<Vec<u8>> {
-        let file = std::fs::File::open(path)
-            .map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?;
-        if !file.metadata()?.is_file() {
-            anyhow::bail!("{flag} {} is not a regular file", path.display());
-        }
-        let mut bytes = Vec::new();
-        file.take(MAX_TLS_FILE_BYTES + 1).read_to_end(&mut bytes)?;
-        if bytes.len() as u64 > MAX_TLS_FILE_BYTES {
-            anyhow::bail!(
-                "{flag} {} is over {MAX_TLS_FILE_BYTES} bytes",
-                path.display()
-            );
-        }
-        Ok(bytes)
+        rollbox_runtime::read_capped(path, MAX_TLS_FILE_BYTES)
+            .map_err(|e| anyhow::anyhow!("{flag} {} {e}", path.display()))
     };
     let certs = CertificateDer::pem_slice_iter(&read(cert, "--tls-cert")?)
         .collect::<Result<Vec<_>, _>>()

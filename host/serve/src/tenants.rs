@@ -654,21 +654,10 @@ fn read(
 fn read_trusted(path: &Path) -> anyhow::Result<String> {
     use std::io::Read as _;
     let what = path.display();
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        // A FIFO under the name must not block the open.
-        options.custom_flags(libc::O_NONBLOCK);
-    }
-    let file = options
-        .open(path)
+    // A regular file, checked on what was opened (a FIFO under the name cannot block it).
+    let file = rollbox_runtime::open_regular(path)
         .with_context(|| format!("opening the tenants file {what}"))?;
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        bail!("the tenants file {what} is not a regular file");
-    }
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;

@@ -152,8 +152,5 @@ fn print_text(report: &EpisodeReport) {
 
 /// A failed episode's fault with the flag to change, when a setting caused it.
 fn failure(f: &rollbox_runtime::GuestFault) -> String {
-    match f.setting() {
-        Some(s) => format!("{f}; {}", crate::limits::hint(&s)),
-        None => f.to_string(),
-    }
+    f.explain(crate::limits::hint)
 }
