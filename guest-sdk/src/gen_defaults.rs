@@ -1,7 +1,7 @@
 //! AReaL's `GenerationHyperparameters` defaults (`areal.api.cli_args`, 1.0.4): the one Rust
 //! source of them. The SDK's `GenConfig::default` is made of these, and the host's
 //! `SamplingParams::default` (`host/engines/src/request.rs`) includes this file. Python's are
-//! in `guest-sdk/python/rollbox/areal_types.py`, JavaScript's and C's in their rlvr workflows.
+//! in `guest-sdk/python/rollbox_sdk/areal_types.py`, JavaScript's and C's in their rlvr workflows.
 
 /// Samples per request.
 pub const N_SAMPLES: u32 = 1;

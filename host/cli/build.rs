@@ -16,7 +16,7 @@ fn main() {
     for d in [
         "wit",
         "guest-sdk/src",
-        "guest-sdk/python/rollbox",
+        "guest-sdk/python/rollbox_sdk",
         "Cargo.toml",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(d).display());
@@ -32,7 +32,7 @@ fn scaffold_files(root: &Path, out: &Path) {
     for (from, to, ext) in [
         ("guest-sdk/src", "rollbox-sdk/src", "rs"),
         ("wit", "wit", "wit"),
-        ("guest-sdk/python/rollbox", "rollbox", "py"),
+        ("guest-sdk/python/rollbox_sdk", "rollbox_sdk", "py"),
     ] {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(root.join(from))
             .unwrap_or_else(|e| panic!("reading {from}: {e}"))

@@ -74,7 +74,7 @@ fn main() {
     for d in [
         "wit",
         "guest-sdk/src",
-        "guest-sdk/python/rollbox",
+        "guest-sdk/python/rollbox_sdk",
         "Cargo.toml",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(d).display());

@@ -1,1 +1,1 @@
-../../guest-sdk/python/rollbox/areal_types.py
+../../guest-sdk/python/rollbox_sdk/areal_types.py

@@ -274,7 +274,7 @@ def test_areal_types_have_one_source():
     # or from a wheel) must be that file byte for byte.
     import rollbox.areal_types as installed
 
-    source = ROOT / "guest-sdk" / "python" / "rollbox" / "areal_types.py"
+    source = ROOT / "guest-sdk" / "python" / "rollbox_sdk" / "areal_types.py"
     assert Path(installed.__file__).read_bytes() == source.read_bytes()
     assert rollbox.ModelRequest is installed.ModelRequest
     g = rollbox.GenerationHyperparameters().new(max_new_tokens=8)

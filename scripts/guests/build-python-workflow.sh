@@ -4,7 +4,7 @@
 #   scripts/guests/build-python-workflow.sh path/to/my_workflow.py out.wasm [extra componentize-py -p dirs...]
 #
 # The module must end with `WitWorld = rollbox.export(MyWorkflow)`. The SDK
-# (guest-sdk/python/rollbox) and the module's own folder are on the module path; pure-Python
+# (guest-sdk/python/rollbox_sdk) and the module's own folder are on the module path; pure-Python
 # dependencies can be added as more folders (e.g. a `pip install --target DIR` of them).
 # Needs componentize-py 0.25.1 (`pip install componentize-py==0.25.1`; scripts/test.sh puts it
 # in ~/.cache/rollbox/venv-test-*).

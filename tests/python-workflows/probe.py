@@ -21,6 +21,8 @@ import random
 import time
 import uuid
 
+# The guest SDK by its old name (`rollbox`, now `rollbox_sdk`): this probe keeps the alias
+# working for components written before the rename.
 import rollbox
 from rollbox import GenerationHyperparameters, ModelRequest, RolloutWorkflow
 

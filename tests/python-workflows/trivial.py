@@ -6,8 +6,8 @@ asks the engine once for them (and is held there for the RSS figure), else it re
         --echo target/wasm-guests/python/trivial_py.wasm
 """
 
-import rollbox
-from rollbox import GenerationHyperparameters, ModelRequest, RolloutWorkflow
+import rollbox_sdk as rollbox
+from rollbox_sdk import GenerationHyperparameters, ModelRequest, RolloutWorkflow
 
 
 class Trivial(RolloutWorkflow):

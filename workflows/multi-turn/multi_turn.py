@@ -13,8 +13,8 @@ Config: `reward` (default `math`), `max_turns` (default 2), `turn_discount` (def
 
 from typing import Any
 
-import rollbox
-from rollbox import (
+import rollbox_sdk as rollbox
+from rollbox_sdk import (
     AsyncRewardWrapper,
     GenerationHyperparameters,
     ModelRequest,

@@ -14,8 +14,8 @@ Build: `scripts/guests/build-python-workflow.sh workflows/rlvr/rlvr.py rlvr_py.w
 
 from typing import Any
 
-import rollbox
-from rollbox import (
+import rollbox_sdk as rollbox
+from rollbox_sdk import (
     AsyncRewardWrapper,
     GenerationHyperparameters,
     ModelRequest,
@@ -24,7 +24,7 @@ from rollbox import (
     stats_tracker,
     workflow_context,
 )
-from rollbox import apply_chat_template
+from rollbox_sdk import apply_chat_template
 
 logger = rollbox.getLogger("RLVRWorkflow")
 

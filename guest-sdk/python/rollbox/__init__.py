@@ -1,63 +1,28 @@
-"""rollbox's Python guest SDK: write a rollout workflow the way AReaL's are written.
+"""The guest SDK's old import name, kept for one release: components now `import rollbox_sdk`.
 
-    import rollbox
-    from rollbox import GenerationHyperparameters, ModelRequest, RolloutWorkflow
-
-    class MyWorkflow(RolloutWorkflow):
-        async def arun_episode(self, engine, data):
-            ...
-            resp = await engine.agenerate(ModelRequest(input_ids=ids, gconfig=gconfig))
-            ...
-            return {"input_ids": rollbox.tensor(seq, dtype=rollbox.int32).unsqueeze(0), ...}
-
-    WitWorld = rollbox.export(MyWorkflow)
-
-Build with `scripts/guests/build-python-workflow.sh` (componentize-py); see `guest-sdk/python/README.md`.
+`rollbox` is the trainer package's name (`pip install rollbox`: `rollbox.verl`, `rollbox.Host`);
+inside a component the SDK is `rollbox_sdk`. Code written with `import rollbox` still builds:
+this module makes `rollbox` and each `rollbox.<module>` the SDK's own, and warns once, while
+componentize-py imports the app at build time (never per episode).
 """
 
-from .api import GenerationHyperparameters, ModelRequest, ModelResponse
-from .engine import EpisodeLoop, InferenceEngine, engine
-from .errors import HostError
-from .rewards import AsyncRewardWrapper, ScoreResult, names as reward_names, score, score_result
-from .stats import getLogger, stats_tracker
-from .tensor import (
-    Tensor,
-    bfloat16,
-    bool_,
-    cat,
-    concat_padded_tensors,
-    dtype,
-    float32,
-    int32,
-    int64,
-    ones,
-    tensor,
-    uint8,
-    zeros,
-)
-from .tokenizer import Tokenizer, apply_chat_template, tokenizer
-from .trajectory import TrajectoryBuilder, merge, single_turn
-from .workflow import (
-    PROMPT_KEYS,
-    Episode,
-    Output,
-    RolloutWorkflow,
-    episode,
-    export,
-    prompt_messages,
-    reward_data,
-    run,
-    workflow_context,
+import importlib
+import sys
+import warnings
+
+import rollbox_sdk
+
+for _name in (
+    "api", "areal_types", "engine", "errors", "rewards", "stats", "tensor", "tokenizer",
+    "trajectory", "workflow",
+):
+    sys.modules[f"rollbox.{_name}"] = importlib.import_module(f"rollbox_sdk.{_name}")
+
+warnings.warn(
+    "`import rollbox` in a component is the guest SDK's old name: write `import rollbox_sdk` "
+    "(`rollbox` is the trainer package)",
+    DeprecationWarning,
+    stacklevel=2,
 )
 
-bool = bool_  # noqa: A001 - torch's name for the dtype (`rollbox.bool`)
-
-__all__ = [
-    "AsyncRewardWrapper", "Episode", "EpisodeLoop", "GenerationHyperparameters", "HostError",
-    "InferenceEngine", "ModelRequest", "ModelResponse", "Output", "PROMPT_KEYS",
-    "RolloutWorkflow", "ScoreResult", "Tensor", "Tokenizer", "TrajectoryBuilder",
-    "apply_chat_template", "bfloat16", "bool", "bool_", "cat", "concat_padded_tensors", "dtype",
-    "engine", "episode", "export", "float32", "getLogger", "int32", "int64", "merge", "ones",
-    "prompt_messages", "reward_data", "reward_names", "run", "score", "score_result",
-    "single_turn", "stats_tracker", "tensor", "tokenizer", "uint8", "workflow_context", "zeros",
-]
+sys.modules[__name__] = rollbox_sdk

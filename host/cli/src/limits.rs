@@ -15,17 +15,8 @@ impl Args for LimitArgs {
     fn augment_args(mut cmd: Command) -> Command {
         let d = Limits::DEFAULT;
         for k in LIMIT_KEYS {
-            let value_name = match k.unit {
-                LimitUnit::Bytes => "SIZE",
-                LimitUnit::Duration => "DURATION",
-                LimitUnit::Count => "N",
-            };
-            cmd = cmd.arg(
-                Arg::new(k.key)
-                    .long(flag(k.key))
-                    .value_name(value_name)
-                    .help(format!("{}. Default {}.", k.help, k.show(&d))),
-            );
+            let help = format!("{}. Default {}.", k.help, k.show(&d));
+            cmd = cmd.arg(key_arg(k.key, k.unit, help));
         }
         cmd
     }
@@ -77,17 +68,7 @@ impl HostArgs {
 impl Args for HostArgs {
     fn augment_args(mut cmd: Command) -> Command {
         for k in HOST_KEYS {
-            let value_name = match k.unit {
-                LimitUnit::Bytes => "SIZE",
-                LimitUnit::Duration => "DURATION",
-                LimitUnit::Count => "N",
-            };
-            cmd = cmd.arg(
-                Arg::new(k.key)
-                    .long(flag(k.key))
-                    .value_name(value_name)
-                    .help(format!("{}.", k.help)),
-            );
+            cmd = cmd.arg(key_arg(k.key, k.unit, format!("{}.", k.help)));
         }
         cmd
     }
@@ -113,6 +94,19 @@ impl FromArgMatches for HostArgs {
         }
         Ok(())
     }
+}
+
+/// The flag of a setting's `key`, taking a value of `unit`, with `help`.
+fn key_arg(key: &'static str, unit: LimitUnit, help: String) -> Arg {
+    let value_name = match unit {
+        LimitUnit::Bytes => "SIZE",
+        LimitUnit::Duration => "DURATION",
+        LimitUnit::Count => "N",
+    };
+    Arg::new(key)
+        .long(flag(key))
+        .value_name(value_name)
+        .help(help)
 }
 
 /// The command-line flag of a setting's key, without `--`: the key with dashes.

@@ -173,7 +173,7 @@ fn project(kind: Kind, lang: Lang, name: &str) -> Vec<(PathBuf, String)> {
             out.push(("README.md".into(), fill(&readme(kind, lang))));
         }
         Lang::Python => {
-            sdk(&mut out, "rollbox/");
+            sdk(&mut out, "rollbox_sdk/");
             out.push((
                 format!("{module}.py").into(),
                 fill(match kind {
@@ -228,7 +228,7 @@ fn readme(kind: Kind, lang: Lang) -> String {
          rollbox's `rollbox new` writes newer copies.\n",
         sdk = match lang {
             Lang::Rust => "`rollbox-sdk/`",
-            Lang::Python => "`rollbox/`",
+            Lang::Python => "`rollbox_sdk/`",
         }
     )
 }
@@ -359,8 +359,8 @@ const PY_WORKFLOW: &str = r#""""{{name}}: one chat turn, as AReaL's RLVRWorkflow
 (`reward`, default `math`) scores it against the row's answer.
 """
 
-import rollbox
-from rollbox import AsyncRewardWrapper, GenerationHyperparameters, ModelRequest, RolloutWorkflow
+import rollbox_sdk as rollbox
+from rollbox_sdk import AsyncRewardWrapper, GenerationHyperparameters, ModelRequest, RolloutWorkflow
 
 
 class {{type}}(RolloutWorkflow):

@@ -1,5 +1,5 @@
 """AReaL's request and response types, with its field names and defaults: the one Python
-source of them. The guest SDK (`guest-sdk/python/rollbox/`) and the host package
+source of them. The guest SDK (`guest-sdk/python/rollbox_sdk/`) and the host package
 (`python/rollbox/`, as a link to this file) both import it, and a test checks the installed
 copies are this file.
 
