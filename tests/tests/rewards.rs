@@ -274,7 +274,7 @@ async fn the_python_reward_runs_sandboxed_and_scores_like_the_rust_one() {
     );
     rt.register::<RewardComponent>("py", Path::new(c::PYTHON_REWARD), CallPolicy::default())
         .expect("register");
-    let reg = rt.services().reward("py").expect("registered");
+    let reg = rt.registries().reward("py").expect("registered");
     for (call, want) in gsm8k_cases() {
         let completion = call.completion.clone();
         let r = rt

@@ -14,6 +14,7 @@ use crate::budget::Reservation;
 use crate::component::ComponentInfo;
 use crate::fault::GuestFault;
 use crate::limits::Limits;
+use crate::registry::Registries;
 use crate::scope::Scope;
 use crate::services::Services;
 use crate::state::{CallCtx, LogLine, Sandboxed, StoreState};
@@ -26,6 +27,8 @@ pub struct EpisodeCtx {
     pub(crate) services: Arc<Services>,
     /// The rewards and tools its host calls reach.
     pub(crate) scope: Scope,
+    /// The rewards and tools registered in the runtime, which `scope` reaches by name.
+    pub(crate) registries: Arc<Registries>,
     pub(crate) generate_calls: u32,
     pub(crate) generated_tokens: u64,
     pub(crate) tensor_bytes: usize,
@@ -77,7 +80,7 @@ impl StoreState<EpisodeCtx> {
         id: String,
         limits: Arc<Limits>,
         services: Arc<Services>,
-        scope: Scope,
+        (registries, scope): (Arc<Registries>, Scope),
         seed: u64,
     ) -> Self {
         StoreState::with(id, limits, services.host_memory().clone(), seed, |call| {
@@ -85,6 +88,7 @@ impl StoreState<EpisodeCtx> {
                 call,
                 services,
                 scope,
+                registries,
                 generate_calls: 0,
                 generated_tokens: 0,
                 tensor_bytes: 0,

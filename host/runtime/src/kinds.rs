@@ -13,8 +13,7 @@ use crate::component::{ComponentInfo, RewardComponent, ToolComponent, link_error
 use crate::episode::WorkflowComponent;
 use crate::limits::Limits;
 use crate::pool::Pool;
-use crate::registry::Registered;
-use crate::services::Services;
+use crate::registry::{Registered, Registries};
 use crate::untrusted::{CallReport, RewardCall, describe_once, score_once, tool_once};
 use crate::world::WorldKind;
 
@@ -59,7 +58,7 @@ pub trait Callable: Load + Clone + Send + Sync + 'static {
     #[doc(hidden)]
     fn info(&self) -> &ComponentInfo;
     #[doc(hidden)]
-    fn add(services: &Services, name: String, reg: Registered<Self>);
+    fn add(registries: &Registries, name: String, reg: Registered<Self>);
     #[doc(hidden)]
     fn once(
         &self,
@@ -120,8 +119,8 @@ impl Callable for RewardComponent {
     fn info(&self) -> &ComponentInfo {
         &self.info
     }
-    fn add(services: &Services, name: String, reg: Registered<Self>) {
-        services.add_reward(name, reg);
+    fn add(registries: &Registries, name: String, reg: Registered<Self>) {
+        registries.add_reward(name, reg);
     }
     async fn once(
         &self,
@@ -141,8 +140,8 @@ impl Callable for ToolComponent {
     fn info(&self) -> &ComponentInfo {
         &self.info
     }
-    fn add(services: &Services, name: String, reg: Registered<Self>) {
-        services.add_tool(name, reg);
+    fn add(registries: &Registries, name: String, reg: Registered<Self>) {
+        registries.add_tool(name, reg);
     }
     async fn once(
         &self,

@@ -29,8 +29,9 @@
 //! trait, which `host::tools` implements, so the core names no interface), an episode's an
 //! `EpisodeCtx` (`episode.rs`, with `WorkflowComponent` and the request and report) that embeds
 //! one. `component` reads and checks component files; `registry` is what a registered reward or
-//! tool is; `services` is what host calls reach (engine, tokenizer, the registered rewards and
-//! tools); `untrusted` runs reward and tool calls in their own instances.
+//! tool is and the `Registries` that hold them by name (the runtime's, not the services'); `services`
+//! is what host calls reach (engine, tokenizer, version, memory budget, call pool); `untrusted`
+//! runs reward and tool calls in their own instances.
 //!
 //! What it does not do: inference (that is `rollbox-engines`, behind
 //! [`rollbox_engines::InferenceBackend`]), tensor math (`rollbox-tensor`), datasets and batching.
@@ -99,7 +100,7 @@ pub use limits::{
     parse_duration, parse_size, show_size,
 };
 pub use pool::{DEFAULT_KEEP_RESIDENT_BYTES, EPOCH_TICK, RuntimeConfig, default_cache_dir};
-pub use registry::{CallPolicy, Registered};
+pub use registry::{CallPolicy, Registered, Registries};
 pub use rollbox_tokenizer::file::{open_regular, read_capped};
 pub use runtime::Runtime;
 pub use scope::Scope;

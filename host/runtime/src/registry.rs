@@ -1,8 +1,11 @@
 //! What a registered reward or tool is: its component, how it is called ([`CallPolicy`]) and
-//! whether fuel is metered for it. [`crate::Services`] keeps them by name; `untrusted` runs
+//! whether fuel is metered for it. [`Registries`] keeps them by name; `untrusted` runs
 //! them.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use crate::component::{RewardComponent, ToolComponent};
 
 use crate::limits::Limits;
 
@@ -53,5 +56,63 @@ impl<C> Registered<C> {
     /// Its call policy.
     pub fn policy(&self) -> &CallPolicy {
         &self.policy
+    }
+}
+
+/// The rewards and tools registered in a runtime, by name ([`Runtime::register`](crate::Runtime::register));
+/// a caller reaches them through its [`Scope`](crate::Scope).
+#[derive(Default)]
+pub struct Registries {
+    rewards: RwLock<BTreeMap<String, Arc<Registered<RewardComponent>>>>,
+    tools: RwLock<BTreeMap<String, Arc<Registered<ToolComponent>>>>,
+}
+
+impl Registries {
+    pub(crate) fn add_reward(&self, name: String, reg: Registered<RewardComponent>) {
+        let mut map = self.rewards.write().unwrap_or_else(|p| p.into_inner());
+        map.insert(name, Arc::new(reg));
+    }
+
+    pub(crate) fn add_tool(&self, name: String, reg: Registered<ToolComponent>) {
+        let mut map = self.tools.write().unwrap_or_else(|p| p.into_inner());
+        map.insert(name, Arc::new(reg));
+    }
+
+    /// The reward registered under `name`.
+    pub fn reward(&self, name: &str) -> Option<Arc<Registered<RewardComponent>>> {
+        self.rewards
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// The tool registered under `name`.
+    pub fn tool(&self, name: &str) -> Option<Arc<Registered<ToolComponent>>> {
+        self.tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Registered reward names, sorted.
+    pub fn reward_names(&self) -> Vec<String> {
+        self.rewards
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Registered tool names, sorted.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 }

@@ -26,6 +26,7 @@ use crate::pool::{
     Pool, PoolKind, RuntimeConfig, SNAPSHOT_MAX_BYTES, SNAPSHOT_MIN_BYTES, build_engine,
     checked_engine,
 };
+use crate::registry::Registries;
 use crate::sandbox::{fuel_consumed, guarded, new_store};
 use crate::scope::Scope;
 use crate::services::Services;
@@ -43,6 +44,8 @@ pub struct Runtime {
     pub(crate) snapshot_pool: Option<Pool>,
     pub(crate) cache: ComponentCache,
     pub(crate) services: Arc<Services>,
+    /// The rewards and tools registered by name.
+    registries: Arc<Registries>,
     pub(crate) config: RuntimeConfig,
     /// Workflow instances alive at once: the pool's slots less the untrusted-call pool's (each
     /// reward or tool call holds one more instance) and the reaper's backlog. Episodes past it wait for a slot before
@@ -93,6 +96,7 @@ impl Runtime {
             snapshot_pool,
             cache,
             services: Arc::new(services),
+            registries: Arc::default(),
             config,
         })
     }
@@ -103,9 +107,14 @@ impl Runtime {
         &self.config
     }
 
-    /// The shared host services (backend, tokenizer, version, the registered components).
+    /// The shared host services (backend, tokenizer, version, memory budget, call pool).
     pub fn services(&self) -> &Arc<Services> {
         &self.services
+    }
+
+    /// The rewards and tools registered by name ([`Runtime::register`]).
+    pub fn registries(&self) -> &Arc<Registries> {
+        &self.registries
     }
 
     /// Run the isolation canary again on each pool: `(pool, report)` for `default` and, when
@@ -174,7 +183,7 @@ impl Runtime {
         let source = source.into();
         let reg = self.registration(C::KIND, name, policy, || self.load::<C>(source))?;
         let info = reg.component.info().clone();
-        C::add(&self.services, name.to_string(), reg);
+        C::add(&self.registries, name.to_string(), reg);
         Ok(info)
     }
 
@@ -282,7 +291,7 @@ impl Runtime {
                 request.id.clone(),
                 limits,
                 self.services.clone(),
-                scope.clone(),
+                (self.registries.clone(), scope.clone()),
                 request.seed,
             ),
         );
@@ -363,16 +372,20 @@ impl Runtime {
         call: RewardCall,
     ) -> anyhow::Result<Called<f64>> {
         let services = self.services();
-        let Some(reg) = scope.reward(services, name) else {
+        let Some(reg) = scope.reward(&self.registries, name) else {
             anyhow::bail!(
                 "no reward named `{name}` is registered (registered: {})",
-                names_or_none(&scope.reward_names(services))
+                names_or_none(&scope.reward_names(&self.registries))
             );
         };
         if let Err(message) = self.check_enforceable(&reg.policy.limits) {
             return Ok(Called::refused(GuestFault::Unenforceable { message }));
         }
-        let tools = Arc::new(NestedTools::new(services.clone(), scope.clone()));
+        let tools = Arc::new(NestedTools::new(
+            services.clone(),
+            self.registries.clone(),
+            scope.clone(),
+        ));
         Ok(score_registered(name, &reg, call.into(), services, tools).await)
     }
 
@@ -386,10 +399,10 @@ impl Runtime {
         args: String,
     ) -> anyhow::Result<Called<String>> {
         let services = self.services();
-        let Some(reg) = scope.tool(services, name) else {
+        let Some(reg) = scope.tool(&self.registries, name) else {
             anyhow::bail!(
                 "no tool named `{name}` is registered (registered: {})",
-                names_or_none(&scope.tool_names(services))
+                names_or_none(&scope.tool_names(&self.registries))
             );
         };
         if let Err(message) = self.check_enforceable(&reg.policy.limits) {
@@ -401,7 +414,7 @@ impl Runtime {
     /// The OpenAI schema of every tool `scope` reaches, in name order (what workflows get from
     /// `tools.schemas`), or why one could not be described.
     pub async fn tool_schemas(&self, scope: &Scope) -> Result<serde_json::Value, String> {
-        crate::host::tools::schemas(&self.services, scope)
+        crate::host::tools::schemas(&self.services, &self.registries, scope)
             .await
             .map_err(|e| describe(&e))
     }

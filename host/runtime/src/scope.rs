@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::component::{RewardComponent, ToolComponent};
 use crate::limit_spec::Caps;
 use crate::registry::Registered;
-use crate::services::Services;
+use crate::registry::Registries;
 
 /// Who is calling: the rewards and tools it reaches by name (every registered one, or only
 /// those a tenant may use, plus any its request brought) and the [`Caps`] every episode and
@@ -136,31 +136,31 @@ impl Scope {
     /// The reward this scope reaches as `name`, under its caps.
     pub(crate) fn reward(
         &self,
-        services: &Services,
+        registries: &Registries,
         name: &str,
     ) -> Option<Arc<Registered<RewardComponent>>> {
-        let reg = self.inner.rewards.get(name, |n| services.reward(n))?;
+        let reg = self.inner.rewards.get(name, |n| registries.reward(n))?;
         Some(self.cap(reg))
     }
 
     /// The tool this scope reaches as `name`, under its caps.
     pub(crate) fn tool(
         &self,
-        services: &Services,
+        registries: &Registries,
         name: &str,
     ) -> Option<Arc<Registered<ToolComponent>>> {
-        let reg = self.inner.tools.get(name, |n| services.tool(n))?;
+        let reg = self.inner.tools.get(name, |n| registries.tool(n))?;
         Some(self.cap(reg))
     }
 
     /// The reward names this scope reaches, sorted.
-    pub fn reward_names(&self, services: &Services) -> Vec<String> {
-        self.inner.rewards.names(services.reward_names())
+    pub fn reward_names(&self, registries: &Registries) -> Vec<String> {
+        self.inner.rewards.names(registries.reward_names())
     }
 
     /// The tool names this scope reaches, sorted.
-    pub fn tool_names(&self, services: &Services) -> Vec<String> {
-        self.inner.tools.names(services.tool_names())
+    pub fn tool_names(&self, registries: &Registries) -> Vec<String> {
+        self.inner.tools.names(registries.tool_names())
     }
 
     /// `reg` under this scope's caps (itself when there are none).

@@ -1,17 +1,15 @@
-//! What the host offers guests beyond their sandbox: the inference backend, the policy
-//! version, the registries of reward and tool components, and the bounded pool their calls run
-//! in. Shared by all episodes.
+//! What the host offers guests beyond their sandbox: the inference backend, the tokenizer, the
+//! policy version, the memory budget and the bounded pool reward and tool calls run in (the
+//! registered components themselves are the runtime's [`Registries`](crate::Registries)).
+//! Shared by all episodes.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, RwLock};
 
 use rollbox_engines::InferenceBackend;
 use rollbox_tokenizer::HostTokenizer;
 
 use crate::budget::{HostMemory, host_memory};
-use crate::component::{RewardComponent, ToolComponent};
-use crate::registry::Registered;
 use crate::slots::{Slot, Slots};
 
 /// Shared host services. Every episode's store points here.
@@ -20,8 +18,6 @@ pub struct Services {
     tokenizer: Option<Arc<HostTokenizer>>,
     version: Arc<AtomicI32>,
     default_stop_ids: Vec<u32>,
-    rewards: RwLock<BTreeMap<String, Arc<Registered<RewardComponent>>>>,
-    tools: RwLock<BTreeMap<String, Arc<Registered<ToolComponent>>>>,
     untrusted_pool: Slots,
     untrusted_pool_size: usize,
     /// Tool calls hold one of these as well as a pool slot, so they never hold the slots
@@ -76,8 +72,6 @@ impl Services {
             tokenizer: None,
             version: Arc::new(AtomicI32::new(0)),
             default_stop_ids: Vec::new(),
-            rewards: RwLock::new(BTreeMap::new()),
-            tools: RwLock::new(BTreeMap::new()),
             untrusted_pool: Slots::new(cores),
             untrusted_pool_size: cores,
             tool_share: Slots::new(cores - reward_reserve(cores)),
@@ -212,53 +206,5 @@ impl Services {
     /// Set the policy version (after a weight update).
     pub fn set_version(&self, version: i32) {
         self.version.store(version, Ordering::Release);
-    }
-
-    pub(crate) fn add_reward(&self, name: String, reg: Registered<RewardComponent>) {
-        let mut map = self.rewards.write().unwrap_or_else(|p| p.into_inner());
-        map.insert(name, Arc::new(reg));
-    }
-
-    pub(crate) fn add_tool(&self, name: String, reg: Registered<ToolComponent>) {
-        let mut map = self.tools.write().unwrap_or_else(|p| p.into_inner());
-        map.insert(name, Arc::new(reg));
-    }
-
-    /// The reward registered under `name`.
-    pub fn reward(&self, name: &str) -> Option<Arc<Registered<RewardComponent>>> {
-        self.rewards
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
-    }
-
-    /// The tool registered under `name`.
-    pub fn tool(&self, name: &str) -> Option<Arc<Registered<ToolComponent>>> {
-        self.tools
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
-    }
-
-    /// Registered reward names, sorted.
-    pub fn reward_names(&self) -> Vec<String> {
-        self.rewards
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
-    }
-
-    /// Registered tool names, sorted.
-    pub fn tool_names(&self) -> Vec<String> {
-        self.tools
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
     }
 }

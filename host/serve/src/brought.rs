@@ -158,12 +158,12 @@ fn registered_by_hash<C: Clone>(
 
 /// The registered reward whose bytes hash to `sha`, if any.
 pub(super) fn registered_reward(
-    services: &rollbox_runtime::Services,
+    registries: &rollbox_runtime::Registries,
     sha: &str,
 ) -> Option<Arc<rollbox_runtime::RewardComponent>> {
     registered_by_hash(
-        services.reward_names(),
-        |n| services.reward(n),
+        registries.reward_names(),
+        |n| registries.reward(n),
         sha,
         rollbox_runtime::RewardComponent::info,
     )
@@ -171,12 +171,12 @@ pub(super) fn registered_reward(
 
 /// The registered tool whose bytes hash to `sha`, if any.
 pub(super) fn registered_tool(
-    services: &rollbox_runtime::Services,
+    registries: &rollbox_runtime::Registries,
     sha: &str,
 ) -> Option<Arc<rollbox_runtime::ToolComponent>> {
     registered_by_hash(
-        services.tool_names(),
-        |n| services.tool(n),
+        registries.tool_names(),
+        |n| registries.tool(n),
         sha,
         rollbox_runtime::ToolComponent::info,
     )

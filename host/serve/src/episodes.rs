@@ -177,7 +177,7 @@ async fn episode_scope(
     tools: &BTreeMap<String, String>,
 ) -> Result<Scope, Response> {
     let runtime = &app.rollout.runtime;
-    let services = runtime.services();
+    let registries = runtime.registries();
     let mut scope = tenant_scope(caller);
     let refused = |kind: &str, name: &str, e: anyhow::Error| {
         error(
@@ -186,7 +186,7 @@ async fn episode_scope(
         )
     };
     for (name, named) in rewards {
-        let own = |sha: &str| registered_reward(services, sha);
+        let own = |sha: &str| registered_reward(registries, sha);
         let c = brought(app, caller, named, own)
             .await?
             .ok_or_else(|| not_brought("rewards", name, named))?;
@@ -196,7 +196,7 @@ async fn episode_scope(
         scope.bring_reward(name.clone(), reg);
     }
     for (name, named) in tools {
-        let own = |sha: &str| registered_tool(services, sha);
+        let own = |sha: &str| registered_tool(registries, sha);
         let c = brought(app, caller, named, own)
             .await?
             .ok_or_else(|| not_brought("tools", name, named))?;

@@ -47,7 +47,7 @@ fn pick_reward(
     named: Option<String>,
     how: &str,
 ) -> Result<String, (StatusCode, String)> {
-    let names = app.rollout.runtime.services().reward_names();
+    let names = app.rollout.runtime.registries().reward_names();
     match named {
         Some(n) if names.contains(&n) => Ok(n),
         Some(n) => Err((
@@ -83,8 +83,8 @@ async fn chosen_reward(
 ) -> Result<(String, Scope), Response> {
     let runtime = &app.rollout.runtime;
     if let Some(n) = &named {
-        let services = runtime.services();
-        let own = |sha: &str| registered_reward(services, sha);
+        let registries = runtime.registries();
+        let own = |sha: &str| registered_reward(registries, sha);
         if let Some(c) = brought(app, caller, n, own).await? {
             let reg = runtime
                 .checked(

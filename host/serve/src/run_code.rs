@@ -70,7 +70,7 @@ pub(super) async fn run_code(
         Err(r) => return r,
     };
     let runtime = app.rollout.runtime.clone();
-    if runtime.services().tool(RUN_CODE_TOOL).is_none() {
+    if runtime.registries().tool(RUN_CODE_TOOL).is_none() {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(

@@ -60,12 +60,12 @@ impl Components {
 
     /// The registered rewards' names.
     pub fn reward_names(&self) -> Vec<String> {
-        self.runtime.services().reward_names()
+        self.runtime.registries().reward_names()
     }
 
     /// The registered tools' names.
     pub fn tool_names(&self) -> Vec<String> {
-        self.runtime.services().tool_names()
+        self.runtime.registries().tool_names()
     }
 
     /// rollbox's version and each component's sha256.

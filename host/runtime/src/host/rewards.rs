@@ -37,14 +37,15 @@ impl rewards::Host for EpisodeState {
             )?));
         }
         let (services, scope) = (self.ctx.services.clone(), self.ctx.scope.clone());
-        let Some(reg) = scope.reward(&services, &name) else {
+        let registries = self.ctx.registries.clone();
+        let Some(reg) = scope.reward(&registries, &name) else {
             return Ok(Err(unknown(
                 "reward",
                 &name,
-                &scope.reward_names(&services),
+                &scope.reward_names(&registries),
             )));
         };
-        let tools = NestedTools::new(services.clone(), scope);
+        let tools = NestedTools::new(services.clone(), registries, scope);
         let (result, accounting) =
             score_with_retries(&name, &reg, input, &services, Arc::new(tools)).await;
         self.ctx.reward_calls.push(RewardRecord {
@@ -61,6 +62,6 @@ impl rewards::Host for EpisodeState {
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
-        Ok(self.ctx.scope.reward_names(&self.ctx.services))
+        Ok(self.ctx.scope.reward_names(&self.ctx.registries))
     }
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use crate::bindings::tools::{self, ToolCall, ToolResult};
 use crate::bindings::types::Error;
 use crate::episode::EpisodeState;
+use crate::registry::Registries;
 use crate::scope::Scope;
 use crate::services::{Services, tool_calls_per_episode};
 use crate::slots::Slots;
@@ -26,19 +27,22 @@ pub const MAX_CALL_MANY_CALLS: usize = 256;
 /// Tool calls one reward call may have in flight at once.
 pub const TOOL_CALLS_PER_REWARD: usize = 4;
 
-/// The tools as a reward call reaches them: the host's services, the scope of the episode
-/// that called the reward (or the default one), and the call's own in-flight slots.
+/// The tools as a reward call reaches them: the host's services and registered tools, the
+/// scope of the episode that called the reward (or the default one), and the call's own
+/// in-flight slots.
 #[derive(Clone)]
 pub(crate) struct NestedTools {
     services: Arc<Services>,
+    registries: Arc<Registries>,
     scope: Scope,
     in_flight: Arc<Slots>,
 }
 
 impl NestedTools {
-    pub(crate) fn new(services: Arc<Services>, scope: Scope) -> Self {
+    pub(crate) fn new(services: Arc<Services>, registries: Arc<Registries>, scope: Scope) -> Self {
         NestedTools {
             services,
+            registries,
             scope,
             in_flight: Arc::new(Slots::new(TOOL_CALLS_PER_REWARD)),
         }
@@ -49,6 +53,7 @@ impl RewardTools for NestedTools {
     fn call(&self, name: String, args: String) -> HostFuture<'_, Result<ToolResult, Error>> {
         Box::pin(call_one(
             &self.services,
+            &self.registries,
             &self.scope,
             &self.in_flight,
             name,
@@ -63,6 +68,7 @@ impl RewardTools for NestedTools {
     ) -> HostFuture<'_, wasmtime::Result<Vec<Result<ToolResult, Error>>>> {
         Box::pin(call_many(
             &self.services,
+            &self.registries,
             &self.scope,
             &self.in_flight,
             calls,
@@ -71,11 +77,11 @@ impl RewardTools for NestedTools {
     }
 
     fn names(&self) -> Vec<String> {
-        self.scope.tool_names(&self.services)
+        self.scope.tool_names(&self.registries)
     }
 
     fn schemas(&self) -> HostFuture<'_, Result<serde_json::Value, Error>> {
-        Box::pin(schemas(&self.services, &self.scope))
+        Box::pin(schemas(&self.services, &self.registries, &self.scope))
     }
 }
 
@@ -83,14 +89,15 @@ impl RewardTools for NestedTools {
 /// scope reaches nothing under it.
 async fn call_one(
     services: &Services,
+    registries: &Registries,
     scope: &Scope,
     in_flight: &Slots,
     name: String,
     args: String,
     by_reward: bool,
 ) -> Result<ToolResult, Error> {
-    let Some(reg) = scope.tool(services, &name) else {
-        return Err(unknown("tool", &name, &scope.tool_names(services)));
+    let Some(reg) = scope.tool(registries, &name) else {
+        return Err(unknown("tool", &name, &scope.tool_names(registries)));
     };
     let _slot = in_flight.take().await;
     call_with_retries(&name, &reg, args, services, by_reward).await
@@ -103,6 +110,7 @@ async fn call_one(
 /// aborts the calls in flight and queued.
 async fn call_many(
     services: &Arc<Services>,
+    registries: &Arc<Registries>,
     scope: &Scope,
     in_flight: &Arc<Slots>,
     calls: Vec<ToolCall>,
@@ -118,10 +126,19 @@ async fn call_many(
     let n = calls.len();
     let mut set = tokio::task::JoinSet::new();
     for (index, c) in calls.into_iter().enumerate() {
-        let (services, scope) = (services.clone(), scope.clone());
+        let (services, registries, scope) = (services.clone(), registries.clone(), scope.clone());
         let in_flight = in_flight.clone();
         set.spawn(async move {
-            let r = call_one(&services, &scope, &in_flight, c.name, c.args, by_reward).await;
+            let r = call_one(
+                &services,
+                &registries,
+                &scope,
+                &in_flight,
+                c.name,
+                c.args,
+                by_reward,
+            )
+            .await;
             (index, r)
         });
     }
@@ -154,11 +171,12 @@ impl EpisodeState {
 /// The OpenAI schema of every tool the scope reaches, in name order (`tools.schemas`).
 pub(crate) async fn schemas(
     services: &Services,
+    registries: &Registries,
     scope: &Scope,
 ) -> Result<serde_json::Value, Error> {
     let mut out = Vec::new();
-    for name in scope.tool_names(services) {
-        if let Some(reg) = scope.tool(services, &name) {
+    for name in scope.tool_names(registries) {
+        if let Some(reg) = scope.tool(registries, &name) {
             out.push(tool_schema(&name, &reg, services).await?);
         }
     }
@@ -172,8 +190,18 @@ impl tools::Host for EpisodeState {
         args: String,
     ) -> wasmtime::Result<Result<ToolResult, Error>> {
         let (services, scope) = (self.ctx.services.clone(), self.ctx.scope.clone());
+        let registries = self.ctx.registries.clone();
         let in_flight = self.tool_calls();
-        Ok(call_one(&services, &scope, &in_flight, name, args, false).await)
+        Ok(call_one(
+            &services,
+            &registries,
+            &scope,
+            &in_flight,
+            name,
+            args,
+            false,
+        )
+        .await)
     }
 
     async fn call_many(
@@ -181,17 +209,21 @@ impl tools::Host for EpisodeState {
         calls: Vec<ToolCall>,
     ) -> wasmtime::Result<Vec<Result<ToolResult, Error>>> {
         let (services, scope) = (self.ctx.services.clone(), self.ctx.scope.clone());
+        let registries = self.ctx.registries.clone();
         let in_flight = self.tool_calls();
-        call_many(&services, &scope, &in_flight, calls, false).await
+        call_many(&services, &registries, &scope, &in_flight, calls, false).await
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
-        Ok(self.ctx.scope.tool_names(&self.ctx.services))
+        Ok(self.ctx.scope.tool_names(&self.ctx.registries))
     }
 
     async fn schemas(&mut self) -> wasmtime::Result<Result<String, Error>> {
         let (services, scope) = (self.ctx.services.clone(), self.ctx.scope.clone());
-        Ok(schemas(&services, &scope).await.map(|s| s.to_string()))
+        let registries = self.ctx.registries.clone();
+        Ok(schemas(&services, &registries, &scope)
+            .await
+            .map(|s| s.to_string()))
     }
 }
 
