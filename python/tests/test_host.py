@@ -231,10 +231,16 @@ def test_every_limit_key_is_accepted_and_unknown_ones_are_named():
         ("max_output_bytes", "1KiB"),
         ("max_tokenizer_bytes", "4KiB"),
         ("max_host_memory", "64GiB"),
+        ("max_instances", 500),
     ]:
         rollbox.Host(str(RLVR), limits={key: value})
     with pytest.raises(ValueError, match="unknown limit `colour`; use max_memory, timeout, fuel"):
         rollbox.Host(str(RLVR), limits={"colour": 1})
+    # The host-wide settings (HOST_KEYS) are read by the same table as the CLI's flags.
+    with pytest.raises(ValueError, match="max_instances: give a positive value"):
+        rollbox.Host(str(RLVR), limits={"max_instances": 0})
+    with pytest.raises(ValueError, match="max_instances: `many` is not a whole number"):
+        rollbox.Host(str(RLVR), limits={"max_instances": "many"})
 
 
 def test_a_forged_rid_is_answered_by_the_episodes_own_engine():

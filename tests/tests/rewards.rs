@@ -553,3 +553,59 @@ async fn the_gsm8k_rewards_agree_across_languages() {
         assert!(err.contains("answer"), "{lang}: {err}");
     }
 }
+
+/// A caller's fuel cap on a runtime built without fuel metering is refused as `unenforceable`
+/// for scores, tool calls and episodes alike, before anything runs: never silently ignored
+/// (a tenant's `limits = { fuel = N }` on a server started without any fuel setting).
+#[tokio::test]
+async fn a_fuel_cap_the_runtime_cannot_meter_is_refused() {
+    let rt = runtime();
+    assert!(!rt.config().fuel, "the test runtime meters no fuel");
+    rt.register::<RewardComponent>("spin", Path::new(c::REWARD_SPIN), CallPolicy::default())
+        .expect("register");
+    rt.register::<ToolComponent>("calc", Path::new(c::TOOL_CALCULATOR), CallPolicy::tool())
+        .expect("register");
+    let mut fuel = rollbox_runtime::LimitSpec::default();
+    fuel.set("fuel", rollbox_runtime::LimitValue::Number(1_000_000))
+        .expect("a key");
+    let capped = Scope::default().capped(&rollbox_runtime::Caps {
+        limits: fuel,
+        retries: None,
+    });
+    let kind = |r: &Result<f64, rollbox_runtime::GuestFault>| {
+        r.as_ref().err().map(|f| f.kind().to_string())
+    };
+    let scored = rt
+        .score(&capped, "spin", RewardCall::default())
+        .await
+        .expect("a registered reward");
+    assert_eq!(kind(&scored.result), Some("unenforceable".into()));
+    assert_eq!(scored.attempts, 0, "nothing ran");
+    let called = rt
+        .call_tool(&capped, "calc", r#"{"expression": "1+1"}"#.into())
+        .await
+        .expect("a registered tool");
+    let err = called.result.expect_err("refused");
+    assert_eq!(err.kind(), "unenforceable", "{err}");
+    let workflow = rt
+        .load::<WorkflowComponent>(Path::new(c::TOOL_CALLER))
+        .expect("loads");
+    let report = rt
+        .run_episode(
+            &capped,
+            &workflow,
+            EpisodeRequest::new("e0", json!({"tool": "calc", "args": {}})),
+            Arc::new(Limits::default()),
+        )
+        .await;
+    match &report.outcome {
+        EpisodeOutcome::Failed(f) => assert_eq!(f.kind(), "unenforceable", "{f}"),
+        other => panic!("refused expected, got {}", other.kind()),
+    }
+    // Uncapped, the same tool runs.
+    let called = rt
+        .call_tool(&Scope::default(), "calc", r#"{"expression": "1+1"}"#.into())
+        .await
+        .expect("a registered tool");
+    assert!(called.result.is_ok(), "{:?}", called.result);
+}

@@ -90,13 +90,11 @@ impl Default for RequestComponents {
 }
 
 /// A kind of component a request may bring.
-pub trait Brought: Sized + Send + Sync + 'static {
+pub trait Brought: rollbox_runtime::Load + Send + Sync + 'static {
     /// `workflow`, `reward` or `tool`, for messages.
     const KIND: &'static str;
     /// This kind's compilations kept.
     fn kept(all: &RequestComponents) -> &Mutex<Kept<Self>>;
-    /// Compile and type-check as this kind.
-    fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self>;
     /// Its file's size, bytes.
     fn file_bytes(&self) -> u64;
 }
@@ -105,9 +103,6 @@ impl Brought for WorkflowComponent {
     const KIND: &'static str = "workflow";
     fn kept(all: &RequestComponents) -> &Mutex<Kept<Self>> {
         &all.workflows
-    }
-    fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self> {
-        runtime.load::<WorkflowComponent>(source)
     }
     fn file_bytes(&self) -> u64 {
         self.info().size_bytes
@@ -119,9 +114,6 @@ impl Brought for RewardComponent {
     fn kept(all: &RequestComponents) -> &Mutex<Kept<Self>> {
         &all.rewards
     }
-    fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self> {
-        runtime.load::<RewardComponent>(source)
-    }
     fn file_bytes(&self) -> u64 {
         self.info().size_bytes
     }
@@ -131,9 +123,6 @@ impl Brought for ToolComponent {
     const KIND: &'static str = "tool";
     fn kept(all: &RequestComponents) -> &Mutex<Kept<Self>> {
         &all.tools
-    }
-    fn compile(runtime: &Runtime, source: ComponentSource) -> anyhow::Result<Self> {
-        runtime.load::<ToolComponent>(source)
     }
     fn file_bytes(&self) -> u64 {
         self.info().size_bytes
@@ -270,13 +259,10 @@ impl RequestComponents {
         if let Some(c) = self.by_hash(&sha256) {
             return Ok(c);
         }
-        let c = Arc::new(C::compile(
-            runtime,
-            ComponentSource::Read {
-                name: path.to_path_buf(),
-                bytes,
-            },
-        )?);
+        let c = Arc::new(runtime.load::<C>(ComponentSource::Read {
+            name: path.to_path_buf(),
+            bytes,
+        })?);
         let file_bytes = c.file_bytes();
         lock(C::kept(self))
             .keep(
