@@ -228,7 +228,7 @@ async fn components_score_and_call_outside_any_episode() {
         "{spin:?}"
     );
     assert_eq!(spin.attempts, 2);
-    assert!(start.elapsed() < Duration::from_secs(10), "{spin:?}");
+    assert!(start.elapsed() < Duration::from_secs(60), "{spin:?}");
 
     let calc = components
         .call_tool("calc", r#"{"expression": "2 ^ 10"}"#.into())

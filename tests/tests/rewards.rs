@@ -92,7 +92,8 @@ async fn a_spinning_reward_is_stopped_retried_and_scored_zero() {
     assert_eq!(call.attempts, 3);
     // Three attempts of 200 ms, each really interrupted (+10 % and scheduling slack).
     assert!(call.wall_us >= 600_000, "{call:?}");
-    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+    // Bounded, not timed: a hang would run to the test runner's limit.
+    assert!(elapsed < Duration::from_secs(60), "{elapsed:?}");
     // The pool slot is free again: a normal reward call right after works.
     rt.register::<RewardComponent>("ok", Path::new(c::REWARD_FAULTY), CallPolicy::default())
         .expect("register");
