@@ -192,6 +192,10 @@ def _worker_streams():
     return stdin, out, err
 
 
+# Made once, at the snapshot's imports: each instance starts with its own copy, so a case never
+# pays for building them.
+_WORKER_STREAMS = _worker_streams()
+
 # What verl's guard sets to None before it loads a program: functions of `os`, and modules
 # (an import of one raises ImportError).
 _GUARD_OS = (
@@ -221,9 +225,10 @@ def _load(source, prelude_scope, stand_in, recursion_limit):
     __future__` import is the SyntaxError it is in verl); raises what loading raises."""
     module = types.ModuleType("tmp_sol")
     scope = module.__dict__
-    for k, v in prelude_scope.items():
-        if k not in ("__name__", "__builtins__"):
-            scope[k] = v
+    # The prelude's names after the module's own (one C-level update, not a loop per name).
+    scope.update(prelude_scope)
+    scope["__name__"] = "tmp_sol"
+    del scope["__builtins__"]
     # `from builtins import *` ran after verl's guard; `from sys import *` while the worker's
     # streams were the process's.
     scope["exit"] = scope["quit"] = scope["help"] = None
@@ -237,7 +242,7 @@ def _load(source, prelude_scope, stand_in, recursion_limit):
 def run(code, stdin_text, call, prelude_scope, stand_in, recursion_limit, cap, result):
     """One case under the harness; fills `result` (app.py's program-mode reply)."""
     _guard()
-    worker_in, worker_out, worker_err = _worker_streams()
+    worker_in, worker_out, worker_err = _WORKER_STREAMS
     saved = sys.stdin, sys.stdout, sys.stderr, builtins.open
     sys.stdin, sys.stdout, sys.stderr = worker_in, worker_out, worker_err
     captured = io.StringIO()
