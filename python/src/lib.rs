@@ -21,7 +21,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use rollbox_host::{ComponentSpec, HostKey, HostSpec, LimitSpec};
-use rollbox_runtime::{EpisodeRequest, LimitKey};
+use rollbox_runtime::EpisodeRequest;
+use rollbox_runtime::limits::LimitKey;
 
 use engine::PyEngine;
 

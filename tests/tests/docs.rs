@@ -1,10 +1,11 @@
 //! Reference pages made from the code, so they cannot drift from it: `docs/limits.md` is
-//! rendered from `rollbox_runtime::LIMIT_KEYS` and the three default `Limits`. The test fails
-//! when the file differs from the rendering; `ROLLBOX_BLESS=1` rewrites it.
+//! rendered from `rollbox_runtime::limits::LIMIT_KEYS` and the three default `Limits`. The test
+//! fails when the file differs from the rendering; `ROLLBOX_BLESS=1` rewrites it.
 
 use std::path::Path;
 
-use rollbox_runtime::{LIMIT_KEYS, Limits, show_size};
+use rollbox_runtime::Limits;
+use rollbox_runtime::limits::{LIMIT_KEYS, show_size};
 
 /// The page `docs/limits.md` should hold.
 fn limits_page() -> String {

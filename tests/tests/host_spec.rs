@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rollbox_host::HostSpec;
-use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, LIMIT_KEYS, Setting};
+use rollbox_runtime::limits::LIMIT_KEYS;
+use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, Setting};
 use rollbox_tests::components as c;
 use serde_json::{Value, json};
 
@@ -267,7 +268,7 @@ async fn each_host_has_its_own_memory_budget() {
     let budget = |h: &rollbox_host::Host| h.runtime().services().host_memory().limit();
     assert_eq!(budget(&small), 8 << 20);
     assert_eq!(budget(&large), 4 << 30);
-    assert_eq!(budget(&default), rollbox_runtime::default_budget());
+    assert_eq!(budget(&default), rollbox_runtime::budget::default_budget());
     // 32 MiB of linear memory: past the small host's budget, well within the large one's.
     let row = json!({"bytes": 32 << 20});
     let refused = small

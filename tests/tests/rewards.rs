@@ -296,7 +296,7 @@ async fn the_python_reward_runs_sandboxed_and_scores_like_the_rust_one() {
             )
             .await;
         assert!(
-            r.peak_memory_bytes >= rollbox_runtime::DEFERRED_TEARDOWN_BYTES,
+            r.peak_memory_bytes >= rollbox_runtime::calls::DEFERRED_TEARDOWN_BYTES,
             "the reaper path is taken"
         );
         assert_eq!(r.result, Ok(want), "call {i}: {}", r.stderr);
@@ -567,8 +567,11 @@ async fn a_fuel_cap_the_runtime_cannot_meter_is_refused() {
     rt.register::<ToolComponent>("calc", Path::new(c::TOOL_CALCULATOR), CallPolicy::tool())
         .expect("register");
     let mut fuel = rollbox_runtime::LimitSpec::default();
-    fuel.set("fuel", rollbox_runtime::LimitValue::Number(1_000_000))
-        .expect("a key");
+    fuel.set(
+        "fuel",
+        rollbox_runtime::limits::LimitValue::Number(1_000_000),
+    )
+    .expect("a key");
     let capped = Scope::default().capped(&rollbox_runtime::Caps {
         limits: fuel,
         retries: None,

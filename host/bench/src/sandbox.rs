@@ -39,7 +39,7 @@ pub async fn run(
         } else {
             "off (fallback)"
         },
-        rollbox_runtime::EPOCH_TICK
+        rollbox_runtime::config::EPOCH_TICK
     );
 
     // Latency: new store + deny-all WASI + instantiate + run-episode + drop, one at a time.

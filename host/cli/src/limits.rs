@@ -3,7 +3,8 @@
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
 use rollbox_host::{ComponentSpec, HOST_KEYS, HostSpec, LimitSpec};
-use rollbox_runtime::{LIMIT_KEYS, LimitKey, LimitUnit, Limits, Setting};
+use rollbox_runtime::limits::{LIMIT_KEYS, LimitKey, LimitUnit};
+use rollbox_runtime::{Limits, Setting};
 
 /// The limit flags, made from [`LIMIT_KEYS`]: a limit added to the table is a flag here, with
 /// its help and default, without code in this crate. A key's flag is the key itself with

@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rollbox_runtime::text::escape_control;
 use rollbox_runtime::{
     EpisodeOutcome, EpisodeReport, EpisodeRequest, GuestFault, JsonText, Limits, Runtime, Setting,
-    Trajectory, WorkflowComponent, escape_control,
+    Trajectory, WorkflowComponent,
 };
 use rollbox_tensor::{HostTensor, TensorData};
 use rollbox_tokenizer::HostTokenizer;

@@ -30,10 +30,10 @@ pub(crate) struct Line<'a> {
     reward_ms: f64,
     generate_calls: u32,
     generated_tokens: u64,
-    reward_calls: &'a [rollbox_runtime::RewardRecord],
+    reward_calls: &'a [rollbox_runtime::episode::RewardRecord],
     workflow_sha256: &'a str,
     /// The workflow's metadata object (`episode-output.metadata`), as it returned it (compact,
-    /// at most `rollbox_runtime::MAX_METADATA_BYTES`).
+    /// at most `rollbox_runtime::episode::MAX_METADATA_BYTES`).
     metadata: &'a serde_json::value::RawValue,
 }
 

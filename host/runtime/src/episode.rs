@@ -17,48 +17,27 @@ use crate::limits::Limits;
 use crate::registry::Registries;
 use crate::scope::Scope;
 use crate::services::Services;
-use crate::state::{CallCtx, LogLine, Sandboxed, StoreState};
+use crate::state::{CallCtx, Sandboxed, StoreState};
+use crate::views::{
+    CallsView, EngineState, EngineView, EpisodeCalls, HostView, TensorLedger, TensorView,
+};
 
-/// The episode side of the store: counters checked by the host calls, and what the guest
-/// logged. Read back after the call into an `EpisodeReport`.
-pub struct EpisodeCtx {
-    /// What every guest call has (limits, output, logs, deadline); reached through `Deref`.
+pub use crate::state::LogLine;
+pub use crate::views::RewardRecord;
+
+/// The episode side of the store: the call's [`CallCtx`], the host's services, and one state
+/// per host interface family ([`crate::views`]), each reached by its interfaces through a view
+/// of its own. Read back after the call into an `EpisodeReport`.
+pub(crate) struct EpisodeCtx {
+    /// What every guest call has (limits, output, logs, deadline).
     pub(crate) call: CallCtx,
     pub(crate) services: Arc<Services>,
-    /// The rewards and tools its host calls reach.
-    pub(crate) scope: Scope,
-    /// The rewards and tools registered in the runtime, which `scope` reaches by name.
-    pub(crate) registries: Arc<Registries>,
-    pub(crate) generate_calls: u32,
-    pub(crate) generated_tokens: u64,
-    pub(crate) tensor_bytes: usize,
-    pub(crate) live_tensors: usize,
-    pub(crate) rid_counter: u64,
-    pub(crate) reward_calls: Vec<RewardRecord>,
-    /// The episode's sample index (stamped on its generate requests' origin).
-    pub(crate) sample_index: u32,
-    /// Generate requests made so far per prompt (by hash), for each request's origin.
-    pub(crate) prompt_repeats: std::collections::HashMap<u64, u32>,
-    /// The episode's tool calls in flight ([`crate::services::tool_calls_per_episode`]),
-    /// made on its first tool call.
-    pub(crate) tool_calls: Option<Arc<crate::slots::Slots>>,
-    /// The host tensors' share of the host-wide memory budget (as cumulative as
-    /// `tensor_bytes`, taken in `TENSOR_RESERVATION_CHUNK`s); an accepted episode's trajectory
-    /// takes it over.
-    pub(crate) memory: Reservation,
-}
-
-impl std::ops::Deref for EpisodeCtx {
-    type Target = CallCtx;
-    fn deref(&self) -> &CallCtx {
-        &self.call
-    }
-}
-
-impl std::ops::DerefMut for EpisodeCtx {
-    fn deref_mut(&mut self) -> &mut CallCtx {
-        &mut self.call
-    }
+    /// `engine`'s counters.
+    pub(crate) engine: EngineState,
+    /// `tensor`'s and `vision`'s tensors.
+    pub(crate) tensors: TensorLedger,
+    /// `rewards`' and `tools`' scope and records.
+    pub(crate) calls: EpisodeCalls,
 }
 
 impl Sandboxed for EpisodeCtx {
@@ -71,7 +50,7 @@ impl Sandboxed for EpisodeCtx {
 }
 
 /// An episode's store state.
-pub type EpisodeState = StoreState<EpisodeCtx>;
+pub(crate) type EpisodeState = StoreState<EpisodeCtx>;
 
 impl StoreState<EpisodeCtx> {
     /// An episode's store state: [`StoreState::with`] and the episode's counters, with
@@ -87,42 +66,52 @@ impl StoreState<EpisodeCtx> {
             EpisodeCtx {
                 call,
                 services,
-                scope,
-                registries,
-                generate_calls: 0,
-                generated_tokens: 0,
-                tensor_bytes: 0,
-                live_tensors: 0,
-                rid_counter: 0,
-                reward_calls: Vec::new(),
-                sample_index: 0,
-                prompt_repeats: std::collections::HashMap::new(),
-                tool_calls: None,
-                memory: Reservation::default(),
+                engine: EngineState::default(),
+                tensors: TensorLedger::default(),
+                calls: EpisodeCalls::new(registries, scope),
             }
         })
     }
-}
 
-/// One reward call made by the episode, with its accounting.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct RewardRecord {
-    /// The reward's registered name.
-    pub name: String,
-    /// The score, when there is one.
-    pub value: Option<f64>,
-    /// True when the value is the 0.0 timeout fallback.
-    pub timed_out: bool,
-    /// Wall time over all attempts, µs.
-    pub wall_us: u64,
-    /// Fuel over all attempts, when metered.
-    pub fuel: Option<u64>,
-    /// Largest linear memory of any attempt, bytes.
-    pub peak_memory_bytes: u64,
-    /// Attempts made.
-    pub attempts: u32,
-    /// The error returned to the workflow, if any.
-    pub error: Option<String>,
+    /// `engine`'s view of the store.
+    pub(crate) fn engine_view(&mut self) -> EngineView<'_> {
+        let cx = &mut self.ctx;
+        EngineView {
+            call: &mut cx.call,
+            services: &cx.services,
+            state: &mut cx.engine,
+        }
+    }
+
+    /// `tensor`'s and `vision`'s view of the store.
+    pub(crate) fn tensor_view(&mut self) -> TensorView<'_> {
+        let cx = &mut self.ctx;
+        TensorView {
+            table: &mut self.table,
+            call: &mut cx.call,
+            services: &cx.services,
+            ledger: &mut cx.tensors,
+        }
+    }
+
+    /// `rewards`' and `tools`' view of the store.
+    pub(crate) fn calls_view(&mut self) -> CallsView<'_> {
+        let cx = &mut self.ctx;
+        CallsView {
+            call: &mut cx.call,
+            services: &cx.services,
+            calls: &mut cx.calls,
+        }
+    }
+
+    /// `tokenizer`'s view of the store.
+    pub(crate) fn host_view(&mut self) -> HostView<'_> {
+        let cx = &mut self.ctx;
+        HostView {
+            call: &mut cx.call,
+            services: &cx.services,
+        }
+    }
 }
 
 /// A compiled, type-checked workflow component, ready to instantiate per episode.
@@ -423,7 +412,7 @@ pub(crate) fn take_output(
         message: e.to_string(),
     })?;
     let metadata_json = check_metadata(output.metadata)?;
-    let memory = Arc::new(std::mem::take(&mut store.data_mut().ctx.memory));
+    let memory = Arc::new(std::mem::take(&mut store.data_mut().ctx.tensors.memory));
     Ok(Trajectory {
         tensors,
         metadata_json,

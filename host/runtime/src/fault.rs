@@ -13,17 +13,17 @@ use crate::limits::Setting;
 /// A soft limit was refused twice: the guest ignored the first refusal.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}; the guest kept going after this limit was reported to it")]
-pub struct LimitTrap(pub String, pub Setting);
+pub(crate) struct LimitTrap(pub String, pub Setting);
 
 /// A linear memory could not grow because the host-wide memory budget is exhausted.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct HostMemoryExhausted(pub String);
+pub(crate) struct HostMemoryExhausted(pub String);
 
 /// A guest tried to grow its memory past its `max_memory` limit.
 #[derive(Debug, thiserror::Error)]
 #[error("linear memory limit of {limit} bytes exceeded (the guest asked for {requested} bytes)")]
-pub struct MemoryLimitExceeded {
+pub(crate) struct MemoryLimitExceeded {
     /// The limit, bytes.
     pub limit: usize,
     /// The size the guest asked for, bytes.
@@ -289,7 +289,7 @@ pub(crate) fn classify(err: &wasmtime::Error, cx: &FaultContext<'_>) -> GuestFau
 }
 
 /// Bytes of a fault message kept (the rest of a long backtrace is cut).
-pub const MAX_FAULT_MESSAGE_BYTES: usize = 4 << 10;
+pub(crate) const MAX_FAULT_MESSAGE_BYTES: usize = 4 << 10;
 
 /// The Rust panic line from captured stderr, if any.
 fn panic_message(stderr: &str) -> String {

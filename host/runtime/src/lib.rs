@@ -28,7 +28,10 @@
 //! output, logs, deadline), a reward's also the tools it may call (behind the `RewardTools`
 //! trait, which `host::tools` implements, so the core names no interface), an episode's an
 //! `EpisodeCtx` (`episode.rs`, with `WorkflowComponent` and the request and report) that embeds
-//! one. `component` reads and checks component files; `registry` is what a registered reward or
+//! one beside one state per interface family (`views.rs`: the engine's counters, the tensor
+//! ledger, the calls' scope and records). Each interface is linked through a projection of the
+//! store to a view of its own (`EngineView`, `TensorView`, `CallsView`, `HostView`; `log` and a
+//! reward's `tools` see only the `CallCtx`), as wasmtime-wasi links its interfaces. `component` reads and checks component files; `registry` is what a registered reward or
 //! tool is and the `Registries` that hold them by name (the runtime's, not the services'); `services`
 //! is what host calls reach (engine, tokenizer, version, memory budget, call pool); `untrusted`
 //! runs reward and tool calls in their own instances.
@@ -50,68 +53,79 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(unreachable_pub)]
+
+#[allow(unreachable_pub)] // generated
 mod bindings;
-mod budget;
+pub mod budget;
 mod cache;
-mod canary;
-mod component;
-mod episode;
+pub mod canary;
+pub mod component;
+pub mod episode;
 mod fault;
 mod host;
 mod host_work;
 mod kinds;
 mod limit_spec;
-mod limits;
+pub mod limits;
 mod pool;
 mod registry;
 mod runtime;
 mod sandbox;
 mod scope;
-mod services;
+pub mod services;
 mod slots;
 mod state;
-mod text;
+pub mod text;
 mod untrusted;
-mod world;
+mod views;
+pub mod world;
 
-pub use budget::{
-    ADMISSION_WAIT, DEFAULT_BUDGET_PERCENT, HIGH_WATER_PERCENT, HostMemory,
-    LINEAR_MEMORY_ALLOWANCE, Reservation, TENSOR_RESERVATION_CHUNK, TOKENIZER_BYTES_PER_INPUT_BYTE,
-    default_budget, host_memory,
-};
-pub use canary::CanaryReport;
-pub use component::{
-    ComponentInfo, ComponentSource, MAX_COMPONENT_FILE_BYTES, RewardComponent, ToolComponent,
-    read_component,
-};
+// The front door: what an embedder names to build a runtime, load components and run them.
+pub use budget::{HostMemory, Reservation};
+pub use component::{RewardComponent, ToolComponent};
 pub use episode::{
-    EpisodeOutcome, EpisodeReport, EpisodeRequest, EpisodeSummary, JsonText, MAX_METADATA_BYTES,
-    RewardRecord, Trajectory, WorkflowComponent,
+    EpisodeOutcome, EpisodeReport, EpisodeRequest, JsonText, Trajectory, WorkflowComponent,
 };
 pub use fault::GuestFault;
-pub use host::engine::MAX_GENERATE_MANY_REQUESTS;
-pub use host::tools::MAX_CALL_MANY_CALLS;
-pub use host::vision::MAX_IMAGES_PER_CALL;
-pub use host_work::HOST_FUEL_PER_MS;
 pub use kinds::{Callable, Load, ToolInput};
 pub use limit_spec::{Caps, LimitError, LimitSpec};
-pub use limits::{
-    LIMIT_KEYS, LimitKey, LimitUnit, LimitValue, Limits, MAX_MEMORY_BYTES_CAP, Setting,
-    parse_duration, parse_size, show_size,
-};
-pub use pool::{DEFAULT_KEEP_RESIDENT_BYTES, EPOCH_TICK, RuntimeConfig, default_cache_dir};
+pub use limits::{Limits, Setting};
+pub use pool::RuntimeConfig;
 pub use registry::{CallPolicy, Registered, Registries};
-pub use rollbox_tokenizer::file::{open_regular, read_capped};
 pub use runtime::Runtime;
 pub use scope::Scope;
-pub use services::{Services, reward_reserve, tool_calls_per_episode};
-pub use state::{LogLine, MAX_TABLE_ELEMENTS};
-pub use text::escape_control;
-pub use untrusted::{
-    CallReport, Called, DEFERRED_TEARDOWN_BYTES, MAX_REAP_BACKLOG, MAX_TOOL_DESCRIPTION_BYTES,
-    RewardCall,
-};
-pub use world::{WIT_PACKAGE, WIT_VERSION, WorldKind};
+pub use services::Services;
+pub use untrusted::{Called, RewardCall};
+pub use world::WorldKind;
+
+/// Reward and tool calls in their own instances: what one call reports, and the bounds on
+/// the instances torn down after it.
+pub mod calls {
+    pub use crate::untrusted::{
+        CallReport, DEFERRED_TEARDOWN_BYTES, MAX_REAP_BACKLOG, MAX_TOOL_DESCRIPTION_BYTES,
+    };
+}
+
+/// How the runtime's engine and pools are set up: the epoch tick, the pools' resident memory,
+/// the compile cache's folder, tables, and the fuel charged for host work.
+pub mod config {
+    pub use crate::host_work::HOST_FUEL_PER_MS;
+    pub use crate::pool::{DEFAULT_KEEP_RESIDENT_BYTES, EPOCH_TICK, default_cache_dir};
+    pub use crate::state::MAX_TABLE_ELEMENTS;
+}
+
+/// Opening operator files (component, tenants, TLS, dataset): regular files only, no symlink
+/// followed, read up to a cap.
+pub mod file {
+    pub use rollbox_tokenizer::file::{open_regular, read_capped};
+}
+
+/// Bounds of the host interfaces' batch calls.
+pub mod interfaces {
+    pub use crate::host::engine::MAX_GENERATE_MANY_REQUESTS;
+    pub use crate::host::tools::MAX_CALL_MANY_CALLS;
+    pub use crate::host::vision::MAX_IMAGES_PER_CALL;
+}
 
 impl<C: Send> bindings::types::Host for state::StoreState<C> {}
-impl bindings::episode::Host for episode::EpisodeState {}

@@ -13,6 +13,7 @@ use crate::bindings;
 use crate::episode::EpisodeState;
 use crate::limits::MAX_MEMORY_BYTES_CAP;
 use crate::state::{CallCtx, StoreState};
+use crate::views;
 
 /// Epoch tick: how often running guests are checked against their deadline (a guest is stopped
 /// at most one tick after it); a guest yields to the async executor every five ticks of
@@ -93,11 +94,14 @@ impl Pool {
         crate::untrusted::start_reaper();
         Ok(Pool {
             workflow_linker: workflow_linker(&engine)?,
+            // Each interface through the part of the store it needs (`crate::views`).
             reward_linker: untrusted_linker(&engine, |l| {
-                bindings::reward::Reward::add_to_linker::<_, HasSelf<_>>(l, |s| s)
+                bindings::types::add_to_linker::<_, HasSelf<_>>(l, |s| s)?;
+                bindings::log::add_to_linker::<_, HasSelf<CallCtx>>(l, |s| &mut s.ctx)?;
+                bindings::tools::add_to_linker::<_, HasSelf<CallCtx>>(l, |s| &mut s.ctx)
             })?,
             tool_linker: untrusted_linker(&engine, |l| {
-                bindings::tool::Tool::add_to_linker::<_, HasSelf<_>>(l, |s| s)
+                bindings::log::add_to_linker::<_, HasSelf<CallCtx>>(l, |s| &mut s.ctx)
             })?,
             engine,
         })
@@ -107,22 +111,22 @@ impl Pool {
 /// Component files from this size up to [`SNAPSHOT_MAX_BYTES`] run in the snapshot pool: they
 /// carry an interpreter's pre-initialised heap (componentize-py: 12-20 MiB), whose pages a call
 /// touches all over.
-pub const SNAPSHOT_MIN_BYTES: u64 = 4 << 20;
+pub(crate) const SNAPSHOT_MIN_BYTES: u64 = 4 << 20;
 
 /// Components past this size stay in the default pool: copying their whole image back after
 /// every call costs more than the copy-on-write faults of the part a call touches (math-verify,
 /// a 45 MiB heap: p50 10 ms there, 15.6 ms with the copy).
-pub const SNAPSHOT_MAX_BYTES: u64 = 40 << 20;
+pub(crate) const SNAPSHOT_MAX_BYTES: u64 = 40 << 20;
 
 /// Bytes of each snapshot-pool memory kept resident and restored by copying the image back.
-pub const SNAPSHOT_KEEP_RESIDENT_BYTES: usize = 40 << 20;
+pub(crate) const SNAPSHOT_KEEP_RESIDENT_BYTES: usize = 40 << 20;
 
 /// The native stack an interpreter's call may use (the snapshot pool; 1 MiB elsewhere). A Python
 /// recursion through C (an `lru_cache`d function) takes ~1.5 KiB of it a level: 1 MiB ended
 /// such a recursion ~600 levels deep in a stack-overflow trap. With 8 MiB, componentize-py's
 /// CPython reaches the end of its own C stack first (1 MiB in linear memory, ~2,000 such
 /// levels) and raises `RecursionError`, which the program sees.
-pub const SNAPSHOT_WASM_STACK_BYTES: usize = 8 << 20;
+pub(crate) const SNAPSHOT_WASM_STACK_BYTES: usize = 8 << 20;
 
 /// Bytes at the top of a snapshot-pool fiber stack kept resident between calls (zeroed); the
 /// rest is given back to the kernel after each call, so a deep recursion holds its pages only
@@ -335,7 +339,19 @@ fn workflow_linker(engine: &Engine) -> anyhow::Result<Linker<EpisodeState>> {
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
         .map_err(anyhow::Error::from)
         .context("linking WASI 0.2")?;
-    bindings::workflow::Workflow::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+    // Each interface through its view of the episode's store (`crate::views`).
+    let linked = (|| -> wasmtime::Result<()> {
+        let l = &mut linker;
+        bindings::types::add_to_linker::<_, HasSelf<_>>(l, |s| s)?;
+        bindings::engine::add_to_linker::<_, views::Engine>(l, EpisodeState::engine_view)?;
+        bindings::tokenizer::add_to_linker::<_, views::Host>(l, EpisodeState::host_view)?;
+        bindings::rewards::add_to_linker::<_, views::Calls>(l, EpisodeState::calls_view)?;
+        bindings::tools::add_to_linker::<_, views::Calls>(l, EpisodeState::calls_view)?;
+        bindings::tensor::add_to_linker::<_, views::Tensors>(l, EpisodeState::tensor_view)?;
+        bindings::vision::add_to_linker::<_, views::Tensors>(l, EpisodeState::tensor_view)?;
+        bindings::log::add_to_linker::<_, HasSelf<CallCtx>>(l, |s| &mut s.ctx.call)
+    })();
+    linked
         .map_err(anyhow::Error::from)
         .context("linking the rollbox:workflow interfaces")?;
     Ok(linker)

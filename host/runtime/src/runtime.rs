@@ -295,7 +295,7 @@ impl Runtime {
                 request.seed,
             ),
         );
-        store.data_mut().ctx.sample_index = request.sample_index;
+        store.data_mut().ctx.engine.sample_index = request.sample_index;
         let input = EpisodeInput {
             episode_id: request.id.clone(),
             data: request.data.as_str().to_string(),
@@ -316,7 +316,7 @@ impl Runtime {
             match crate::host_work::settle_host_fuel(&mut store, self.config.fuel) {
                 Ok(()) => Ok(r),
                 Err(_) => Err(GuestFault::OutOfFuel {
-                    fuel: store.data().ctx.limits.fuel.unwrap_or(u64::MAX),
+                    fuel: store.data().ctx.call.limits.fuel.unwrap_or(u64::MAX),
                 }),
             }
         });
@@ -347,13 +347,13 @@ impl Runtime {
             logs: call.logs,
             stats: call.stats,
             dropped_logs: call.dropped_logs,
-            generate_calls: ctx.generate_calls,
-            generated_tokens: ctx.generated_tokens,
+            generate_calls: ctx.engine.generate_calls,
+            generated_tokens: ctx.engine.generated_tokens,
             peak_memory_bytes: peak,
             fuel_consumed: fuel,
             wall: start.elapsed(),
             host_cpu: call.host_cpu,
-            reward_calls: ctx.reward_calls,
+            reward_calls: ctx.calls.reward_calls,
         };
         // Not logged here: the entry point that asked reports a failure once, in its own words
         // (the rollout controller logs it, `rollbox run` prints it, Python raises it).

@@ -22,7 +22,7 @@ use crate::limits::{Limits, Setting};
 /// Everything a store holds: the WASI context (empty), the resource table, the memory limiter
 /// and `ctx`, the call's own state: an episode's (`episode::EpisodeCtx`) or a reward's or tool
 /// call's ([`CallCtx`], nothing more: their worlds import only `log`).
-pub struct StoreState<C> {
+pub(crate) struct StoreState<C> {
     pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
@@ -109,7 +109,7 @@ impl<C: Sandboxed> StoreState<C> {
 /// What every guest call's store holds beyond WASI: its id and limits, captured output, the
 /// first soft limit refused, what it logged, its deadline and the host work done for it. A
 /// reward's or tool call's store holds this alone; an episode's embeds it.
-pub struct CallCtx {
+pub(crate) struct CallCtx {
     pub(crate) id: String,
     pub(crate) limits: Arc<Limits>,
     pub(crate) stdout: CapturedOutput,
@@ -176,7 +176,7 @@ pub struct LogLine {
 
 /// A `ResourceLimiter` capping each linear memory, reserving what the memories grow to from
 /// the host-wide budget (`budget`), and recording the peak.
-pub struct MemoryLimiter {
+pub(crate) struct MemoryLimiter {
     max_bytes: usize,
     peak_bytes: usize,
     /// The store's linear memories together, bytes.
@@ -198,7 +198,7 @@ impl MemoryLimiter {
     }
 
     /// The largest memory size reached, bytes.
-    pub fn peak_bytes(&self) -> usize {
+    pub(crate) fn peak_bytes(&self) -> usize {
         self.peak_bytes
     }
 }
@@ -253,7 +253,7 @@ pub const MAX_TABLE_ELEMENTS: usize = 100_000;
 /// A bounded, truncating stdout/stderr sink. Writes past the capacity are counted and
 /// dropped; the guest never sees an error (a full `MemoryOutputPipe` makes Rust guests panic).
 #[derive(Clone)]
-pub struct CapturedOutput {
+pub(crate) struct CapturedOutput {
     inner: Arc<Mutex<Vec<u8>>>,
     capacity: usize,
     dropped: Arc<AtomicU64>,
@@ -283,7 +283,7 @@ impl CapturedOutput {
     }
 
     /// What was captured (lossy UTF-8) and how many bytes were dropped.
-    pub fn take(&self) -> (String, u64) {
+    pub(crate) fn take(&self) -> (String, u64) {
         let buf = match self.inner.lock() {
             Ok(b) => b,
             Err(poisoned) => poisoned.into_inner(),

@@ -147,7 +147,7 @@ fn registered_by_hash<C: Clone>(
     names: Vec<String>,
     get: impl Fn(&str) -> Option<Arc<rollbox_runtime::Registered<C>>>,
     sha: &str,
-    info: impl Fn(&C) -> &rollbox_runtime::ComponentInfo,
+    info: impl Fn(&C) -> &rollbox_runtime::component::ComponentInfo,
 ) -> Option<Arc<C>> {
     names
         .iter()

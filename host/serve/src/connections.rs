@@ -113,7 +113,7 @@ pub(super) fn tls_acceptor(
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     use tokio_rustls::rustls;
     let read = |path: &std::path::Path, flag: &str| -> anyhow::Result<Vec<u8>> {
-        rollbox_runtime::read_capped(path, MAX_TLS_FILE_BYTES)
+        rollbox_runtime::file::read_capped(path, MAX_TLS_FILE_BYTES)
             .map_err(|e| anyhow::anyhow!("{flag} {} {e}", path.display()))
     };
     let certs = CertificateDer::pem_slice_iter(&read(cert, "--tls-cert")?)

@@ -8,7 +8,8 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use rollbox_runtime::{Caps, LimitValue, Scope};
+use rollbox_runtime::limits::LimitValue;
+use rollbox_runtime::{Caps, Scope};
 
 use super::callers::{
     Caller, forbidden, metered, on_tenant_threads, take_turn, tenant_caps, time_left, time_spent,

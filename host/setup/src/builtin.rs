@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rollbox_runtime::ComponentSource;
+use rollbox_runtime::component::ComponentSource;
 
 use sha2::{Digest as _, Sha256};
 

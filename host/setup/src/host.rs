@@ -8,10 +8,10 @@ use std::sync::atomic::AtomicI32;
 use anyhow::Context as _;
 use rollbox_engines::InferenceBackend;
 use rollbox_rollout::{Rollout, RolloutOptions};
+use rollbox_runtime::component::{ComponentInfo, ComponentSource};
 use rollbox_runtime::{
-    CallPolicy, Called, ComponentInfo, ComponentSource, EpisodeReport, EpisodeRequest, HostMemory,
-    Limits, RewardCall, RewardComponent, Runtime, RuntimeConfig, Scope, Services, ToolComponent,
-    WorkflowComponent,
+    CallPolicy, Called, EpisodeReport, EpisodeRequest, HostMemory, Limits, RewardCall,
+    RewardComponent, Runtime, RuntimeConfig, Scope, Services, ToolComponent, WorkflowComponent,
 };
 use rollbox_tokenizer::HostTokenizer;
 

@@ -2,14 +2,15 @@
 //! and a TOML file, the Python package from keyword arguments, an embedding program from code
 //! or JSON; [`HostSpec::build`](crate::HostSpec::build) turns it into a [`Host`](crate::Host).
 //!
-//! Limits are keyed by the runtime's table ([`LIMIT_KEYS`](rollbox_runtime::LIMIT_KEYS)): every entry point takes the same
+//! Limits are keyed by the runtime's table ([`LIMIT_KEYS`](rollbox_runtime::limits::LIMIT_KEYS)): every entry point takes the same
 //! keys with the same grammar, and a key it does not know is refused with the list.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use rollbox_engines::EngineSpec;
-use rollbox_runtime::{CallPolicy, LimitError, LimitKey, LimitSpec, LimitUnit};
+use rollbox_runtime::limits::{LimitKey, LimitUnit};
+use rollbox_runtime::{CallPolicy, LimitError, LimitSpec};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
@@ -100,7 +101,7 @@ impl HostSpec {
 }
 
 /// A host-wide setting: one value for the host as a whole (every episode, reward and tool
-/// call it runs), where a limit of [`LIMIT_KEYS`](rollbox_runtime::LIMIT_KEYS) holds per
+/// call it runs), where a limit of [`LIMIT_KEYS`](rollbox_runtime::limits::LIMIT_KEYS) holds per
 /// episode or call. [`HOST_KEYS`] is every one: each edge reads them the same way, by key, and
 /// a key is the [`HostSpec`] field it sets, the `rollbox` flag with dashes
 /// (`--max-host-memory`) and the Python keyword.
@@ -157,7 +158,7 @@ impl HostSpec {
             )
         })?;
         let value = match k.unit {
-            LimitUnit::Bytes => rollbox_runtime::parse_size(text).map(|n| n as u64),
+            LimitUnit::Bytes => rollbox_runtime::limits::parse_size(text).map(|n| n as u64),
             _ => text
                 .trim()
                 .parse::<u64>()
@@ -176,7 +177,7 @@ impl HostSpec {
 /// (rewards: 15 s, 256 MiB, 3 retries; tools: 5 s, 128 MiB, no retries).
 ///
 /// Written as a string `PATH[,key=value...]` or as `{"path": ..., "retries": N, <limit
-/// key>: value, ...}`; the keys are `retries` and the limit keys ([`LIMIT_KEYS`](rollbox_runtime::LIMIT_KEYS), `memory`
+/// key>: value, ...}`; the keys are `retries` and the limit keys ([`LIMIT_KEYS`](rollbox_runtime::limits::LIMIT_KEYS), `memory`
 /// for `max_memory`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ComponentSpec {
@@ -309,7 +310,7 @@ fn size_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
             .as_u64()
             .map(Some)
             .ok_or_else(|| D::Error::custom(format!("`{n}` is not a number of bytes"))),
-        Some(serde_json::Value::String(s)) => rollbox_runtime::parse_size(&s)
+        Some(serde_json::Value::String(s)) => rollbox_runtime::limits::parse_size(&s)
             .map(|n| Some(n as u64))
             .map_err(D::Error::custom),
         Some(other) => Err(D::Error::custom(format!(
@@ -319,98 +320,4 @@ fn size_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rollbox_runtime::{LimitValue, Limits};
-    use std::time::Duration;
-
-    #[test]
-    fn components_parse_from_text_and_maps() {
-        let c = ComponentSpec::parse("rewards/math.wasm,timeout=2s,retries=1,memory=64MiB")
-            .expect("parse");
-        assert_eq!(c.path, PathBuf::from("rewards/math.wasm"));
-        let p = c.policy(CallPolicy::default()).expect("policy");
-        assert_eq!(p.retries, 1);
-        assert_eq!(p.limits.timeout, Duration::from_secs(2));
-        assert_eq!(p.limits.max_memory, 64 << 20);
-        // Tool defaults stay where nothing is set.
-        let t = ComponentSpec::parse("x.wasm")
-            .expect("tool")
-            .policy(CallPolicy::tool())
-            .expect("policy");
-        assert_eq!((t.retries, t.limits.timeout), (0, Duration::from_secs(5)));
-        let m: ComponentSpec = serde_json::from_str(
-            r#"{"path": "m.wasm", "fuel": 1000, "max_boundary_bytes": "4KiB"}"#,
-        )
-        .expect("map");
-        assert_eq!(m.limits.get("fuel"), Some(LimitValue::Number(1000)));
-        assert_eq!(
-            m.limits.get("max_boundary_bytes"),
-            Some(LimitValue::Number(4096))
-        );
-        for bad in [
-            r#""m.wasm,colour=red""#,
-            r#""m.wasm,timeout""#,
-            r#"{"timeout": "1s"}"#,
-            r#"{"path": "m.wasm", "timeout": "soon"}"#,
-            "7",
-        ] {
-            assert!(serde_json::from_str::<ComponentSpec>(bad).is_err(), "{bad}");
-        }
-        let e = ComponentSpec::parse("m.wasm,colour=red").expect_err("unknown");
-        assert!(
-            e.contains("retries or a limit (max_memory, timeout, fuel"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn specs_refuse_unknown_keys_and_list_the_known_ones() {
-        let e = serde_json::from_str::<HostSpec>(
-            r#"{"workflow": "rlvr", "limits": {"max_memroy": 1}}"#,
-        )
-        .expect_err("typo")
-        .to_string();
-        assert!(
-            e.contains("unknown limit `max_memroy`; use max_memory, timeout"),
-            "{e}"
-        );
-        let e = serde_json::from_str::<HostSpec>(r#"{"workflow": "rlvr", "reward": {}}"#)
-            .expect_err("typo")
-            .to_string();
-        assert!(
-            e.contains("unknown field `reward`") && e.contains("`rewards`"),
-            "{e}"
-        );
-        let e = serde_json::from_str::<HostSpec>(r#"{"workflow": "rlvr", "config": []}"#)
-            .expect_err("not an object")
-            .to_string();
-        assert!(e.contains("config must be a JSON object"), "{e}");
-        let e = serde_json::from_str::<HostSpec>(
-            r#"{"workflow": "rlvr", "limits": {"timeout": "-1s"}}"#,
-        )
-        .expect_err("negative")
-        .to_string();
-        assert!(
-            e.contains("timeout: `-1s` must be a positive duration"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn limits_take_numbers_and_text_and_are_validated() {
-        let s: LimitSpec = serde_json::from_str(
-            r#"{"timeout": 1.5, "memory": "64MiB", "max_handles": 7, "max_output_bytes": 1024}"#,
-        )
-        .expect("limits");
-        let l = s.apply(Limits::default()).expect("valid");
-        assert_eq!(l.timeout, Duration::from_millis(1500));
-        assert_eq!(l.max_memory, 64 << 20);
-        assert_eq!((l.max_handles, l.max_output_bytes), (7, 1024));
-        let mut big = LimitSpec::default();
-        big.set_text("max_memory", "8GiB").expect("parses");
-        assert!(big.apply(Limits::default()).is_err(), "past 4 GiB");
-        assert!(serde_json::from_str::<LimitSpec>(r#"{"max_handles": -1}"#).is_err());
-        assert!(serde_json::from_str::<LimitSpec>(r#"{"fuel": [1]}"#).is_err());
-    }
-}
+mod tests;

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest, escape_control};
+use rollbox_runtime::text::escape_control;
+use rollbox_runtime::{EpisodeOutcome, EpisodeReport, EpisodeRequest};
 
 use super::{ComponentArgs, parse_object};
 use crate::limits::LimitArgs;

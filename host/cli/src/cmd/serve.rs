@@ -30,7 +30,7 @@ pub struct ServeArgs {
     insecure_no_auth: bool,
     /// On SIGTERM or SIGINT: stop accepting connections, let requests in flight finish for
     /// this long, then cancel the rest (their episodes and engine requests with them) and exit.
-    #[arg(long, default_value = "30s", value_parser = rollbox_runtime::parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "30s", value_parser = rollbox_runtime::limits::parse_duration, value_name = "DURATION")]
     drain_timeout: Duration,
     /// Serve HTTPS with this certificate chain (PEM, leaf first); needs --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]

@@ -25,9 +25,8 @@ use crate::bindings::engine;
 use crate::bindings::types::{
     Error, GenConfig, ModelRequest, ModelResponse, StopReason as WitStop,
 };
-use crate::episode::EpisodeCtx;
-use crate::episode::EpisodeState;
 use crate::limits::Setting;
+use crate::views::EngineView;
 
 /// Requests in one `generate-many` call. Guards the host against a huge fan-out in one call;
 /// the per-episode `max_generate_calls` still applies.
@@ -40,19 +39,19 @@ struct Prepared {
     version: i32,
 }
 
-impl EpisodeCtx {
+impl EngineView<'_> {
     /// Apply policy to one request: limits, clamping, stop ids, rid.
     fn prepare(&mut self, req: ModelRequest) -> wasmtime::Result<Result<Prepared, Error>> {
-        if self.generate_calls >= self.limits.max_generate_calls {
-            let max = self.limits.max_generate_calls;
-            return Ok(Err(self.refuse(
+        if self.state.generate_calls >= self.call.limits.max_generate_calls {
+            let max = self.call.limits.max_generate_calls;
+            return Ok(Err(self.call.refuse(
                 Setting::Limit("max_generate_calls"),
                 format!(
                     "this episode reached its limit of {max} generate calls (`max_generate_calls`)"
                 ),
             )?));
         }
-        self.generate_calls += 1;
+        self.state.generate_calls += 1;
         let g = &req.gconfig;
         if g.n_samples != 1 {
             return Ok(Err(Error::InvalidArgument(format!(
@@ -78,12 +77,13 @@ impl EpisodeCtx {
             ))));
         }
         let budget = self
+            .call
             .limits
             .max_episode_tokens
-            .saturating_sub(self.generated_tokens);
+            .saturating_sub(self.state.generated_tokens);
         if budget == 0 {
-            let max = self.limits.max_episode_tokens;
-            return Ok(Err(self.refuse(
+            let max = self.call.limits.max_episode_tokens;
+            return Ok(Err(self.call.refuse(
                 Setting::Limit("max_episode_tokens"),
                 format!("this episode generated its limit of {max} tokens (`max_episode_tokens`)"),
             )?));
@@ -95,7 +95,7 @@ impl EpisodeCtx {
         };
         let max_new = u64::from(g.max_new_tokens).min(room).min(budget) as u32;
         // Reserved now, settled in `account`: concurrent requests cannot overrun the budget.
-        self.generated_tokens += u64::from(max_new);
+        self.state.generated_tokens += u64::from(max_new);
         let mut stop_token_ids = g.stop_token_ids.clone();
         if !g.exclude_default_stop_ids {
             add_stop_ids(
@@ -104,8 +104,8 @@ impl EpisodeCtx {
             );
         }
         let rid = if req.rid.is_empty() {
-            self.rid_counter += 1;
-            format!("{}-{}", self.id, self.rid_counter)
+            self.state.rid_counter += 1;
+            format!("{}-{}", self.call.id, self.state.rid_counter)
         } else {
             req.rid
         };
@@ -132,12 +132,12 @@ impl EpisodeCtx {
         use std::hash::{Hash as _, Hasher as _};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         prompt.hash(&mut h);
-        let seen = self.prompt_repeats.entry(h.finish()).or_insert(0);
+        let seen = self.state.prompt_repeats.entry(h.finish()).or_insert(0);
         let repeat = *seen;
         *seen += 1;
         RequestOrigin {
-            episode: self.id.clone(),
-            sample: self.sample_index,
+            episode: self.call.id.clone(),
+            sample: self.state.sample_index,
             repeat,
         }
     }
@@ -149,7 +149,8 @@ impl EpisodeCtx {
             Ok(r) => (r.output_tokens.len() as u64).min(u64::from(reserved)),
             Err(_) => 0,
         };
-        self.generated_tokens = self
+        self.state.generated_tokens = self
+            .state
             .generated_tokens
             .saturating_sub(u64::from(reserved) - used);
     }
@@ -209,18 +210,18 @@ async fn execute(p: Prepared) -> Result<ModelResponse, Error> {
     })
 }
 
-impl engine::Host for EpisodeState {
+impl engine::Host for EngineView<'_> {
     async fn generate(
         &mut self,
         request: ModelRequest,
     ) -> wasmtime::Result<Result<ModelResponse, Error>> {
-        let prepared = match self.ctx.prepare(request)? {
+        let prepared = match self.prepare(request)? {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
         let reserved = prepared.request.sampling.max_new_tokens;
         let result = execute(prepared).await;
-        self.ctx.account(reserved, &result);
+        self.account(reserved, &result);
         Ok(result)
     }
 
@@ -245,7 +246,7 @@ impl engine::Host for EpisodeState {
                 results.push(Some(Err(e.clone())));
                 continue;
             }
-            match self.ctx.prepare(req)? {
+            match self.prepare(req)? {
                 Ok(p) => {
                     results.push(None);
                     let reserved = p.request.sampling.max_new_tokens;
@@ -262,7 +263,7 @@ impl engine::Host for EpisodeState {
         while let Some(joined) = set.join_next().await {
             let (index, reserved, result) =
                 joined.map_err(|e| wasmtime::format_err!("generate task failed: {e}"))?;
-            self.ctx.account(reserved, &result);
+            self.account(reserved, &result);
             results[index] = Some(result);
         }
         Ok(results
@@ -272,7 +273,7 @@ impl engine::Host for EpisodeState {
     }
 
     async fn version(&mut self) -> wasmtime::Result<i32> {
-        Ok(self.ctx.services.version())
+        Ok(self.services.version())
     }
 }
 

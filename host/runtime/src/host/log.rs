@@ -5,7 +5,7 @@
 
 use crate::bindings::log::{self, Level};
 use crate::fault::truncate;
-use crate::state::{CallCtx, LogLine, Sandboxed, StoreState};
+use crate::state::{CallCtx, LogLine};
 use crate::text::escape_control;
 
 impl CallCtx {
@@ -19,13 +19,12 @@ impl CallCtx {
     }
 }
 
-impl<C: Sandboxed> log::Host for StoreState<C> {
+impl log::Host for CallCtx {
     async fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
-        let cx = self.ctx.call_mut();
-        if !cx.log_room() {
+        if !self.log_room() {
             return Ok(());
         }
-        let message = truncate(&message, cx.limits.max_log_line_bytes);
+        let message = truncate(&message, self.limits.max_log_line_bytes);
         let level = match level {
             Level::Trace => "trace",
             Level::Debug => "debug",
@@ -34,22 +33,21 @@ impl<C: Sandboxed> log::Host for StoreState<C> {
             Level::Error => "error",
         };
         tracing::debug!(
-            episode = %escape_control(&cx.id),
+            episode = %escape_control(&self.id),
             level,
             "guest: {}",
             escape_control(&message)
         );
-        cx.logs.push(LogLine { level, message });
+        self.logs.push(LogLine { level, message });
         Ok(())
     }
 
     async fn stat(&mut self, key: String, value: f64) -> wasmtime::Result<()> {
-        let cx = self.ctx.call_mut();
-        if !cx.log_room() {
+        if !self.log_room() {
             return Ok(());
         }
-        let key = truncate(&key, cx.limits.max_log_line_bytes);
-        cx.stats.push((key, value));
+        let key = truncate(&key, self.limits.max_log_line_bytes);
+        self.stats.push((key, value));
         Ok(())
     }
 }

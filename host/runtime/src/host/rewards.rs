@@ -13,31 +13,30 @@ use std::sync::Arc;
 
 use crate::bindings::rewards::{self, ScoreResult};
 use crate::bindings::types::{Error, RewardInput};
-use crate::episode::EpisodeState;
-use crate::episode::RewardRecord;
 use crate::fault::truncate;
 use crate::host::tools::NestedTools;
 use crate::limits::Setting;
 use crate::untrusted::{describe, score_with_retries, unknown};
+use crate::views::{CallsView, RewardRecord};
 
-impl rewards::Host for EpisodeState {
+impl rewards::Host for CallsView<'_> {
     async fn score(
         &mut self,
         name: String,
         input: RewardInput,
     ) -> wasmtime::Result<Result<ScoreResult, Error>> {
-        let made = self.ctx.reward_calls.len();
-        let max = self.ctx.limits.max_reward_calls;
+        let made = self.calls.reward_calls.len();
+        let max = self.call.limits.max_reward_calls;
         if made >= max as usize {
-            return Ok(Err(self.ctx.refuse(
+            return Ok(Err(self.call.refuse(
                 Setting::Limit("max_reward_calls"),
                 format!(
                     "this episode reached its limit of {max} reward calls (`max_reward_calls`)"
                 ),
             )?));
         }
-        let (services, scope) = (self.ctx.services.clone(), self.ctx.scope.clone());
-        let registries = self.ctx.registries.clone();
+        let (services, scope) = (self.services.clone(), self.calls.scope.clone());
+        let registries = self.calls.registries.clone();
         let Some(reg) = scope.reward(&registries, &name) else {
             return Ok(Err(unknown(
                 "reward",
@@ -48,7 +47,7 @@ impl rewards::Host for EpisodeState {
         let tools = NestedTools::new(services.clone(), registries, scope);
         let (result, accounting) =
             score_with_retries(&name, &reg, input, &services, Arc::new(tools)).await;
-        self.ctx.reward_calls.push(RewardRecord {
+        self.calls.reward_calls.push(RewardRecord {
             name: truncate(&name, 256),
             value: result.as_ref().ok().map(|r| r.value),
             timed_out: result.as_ref().map(|r| r.timed_out).unwrap_or(false),
@@ -62,6 +61,6 @@ impl rewards::Host for EpisodeState {
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
-        Ok(self.ctx.scope.reward_names(&self.ctx.registries))
+        Ok(self.calls.scope.reward_names(&self.calls.registries))
     }
 }

@@ -13,8 +13,8 @@ use wasmtime::component::Resource;
 use crate::bindings::tensor::{self, Dtype, TensorData};
 use crate::bindings::types::Error;
 use crate::budget::TENSOR_RESERVATION_CHUNK;
-use crate::episode::EpisodeState;
 use crate::limits::Setting;
+use crate::views::TensorView;
 
 fn from_wit(data: TensorData) -> Data {
     match data {
@@ -42,13 +42,13 @@ fn invalid(e: TensorError) -> Error {
     Error::InvalidArgument(e.to_string())
 }
 
-impl EpisodeState {
+impl TensorView<'_> {
     /// Tensor bytes this episode may still create.
     pub(crate) fn tensor_budget(&self) -> usize {
-        self.ctx
+        self.call
             .limits
             .max_tensor_bytes
-            .saturating_sub(self.ctx.tensor_bytes)
+            .saturating_sub(self.ledger.tensor_bytes)
     }
 
     /// A refused or failed tensor operation as the guest sees it: a result over the episode's
@@ -57,8 +57,8 @@ impl EpisodeState {
     fn tensor_error(&mut self, e: TensorError) -> wasmtime::Result<Error> {
         match e {
             TensorError::TooLarge { .. } => {
-                let max = self.ctx.limits.max_tensor_bytes;
-                self.ctx.refuse(
+                let max = self.call.limits.max_tensor_bytes;
+                self.call.refuse(
                     Setting::Limit("max_tensor_bytes"),
                     format!(
                         "{e}: this episode may create {max} bytes of tensors in all (`max_tensor_bytes`)"
@@ -75,9 +75,9 @@ impl EpisodeState {
         t: HostTensor,
     ) -> wasmtime::Result<Result<Resource<HostTensor>, Error>> {
         let bytes = t.size_in_bytes();
-        let limits = self.ctx.limits.clone();
-        if self.ctx.tensor_bytes.saturating_add(bytes) > limits.max_tensor_bytes {
-            return Ok(Err(self.ctx.refuse(
+        let limits = self.call.limits.clone();
+        if self.ledger.tensor_bytes.saturating_add(bytes) > limits.max_tensor_bytes {
+            return Ok(Err(self.call.refuse(
                 Setting::Limit("max_tensor_bytes"),
                 format!(
                     "this episode created more than {} bytes of tensors (`max_tensor_bytes`)",
@@ -85,8 +85,8 @@ impl EpisodeState {
                 ),
             )?));
         }
-        if self.ctx.live_tensors >= limits.max_handles {
-            return Ok(Err(self.ctx.refuse(
+        if self.ledger.live_tensors >= limits.max_handles {
+            return Ok(Err(self.call.refuse(
                 Setting::Limit("max_handles"),
                 format!(
                     "this episode holds {} live tensors, the limit (`max_handles`); drop tensors it no longer needs",
@@ -96,34 +96,34 @@ impl EpisodeState {
         }
         // Reserved from the host budget a chunk at a time (the exact amount when a chunk
         // does not fit).
-        let host = self.ctx.services.host_memory().clone();
-        let missing = (self.ctx.tensor_bytes + bytes).saturating_sub(self.ctx.memory.bytes());
+        let host = self.services.host_memory().clone();
+        let missing = (self.ledger.tensor_bytes + bytes).saturating_sub(self.ledger.memory.bytes());
         if missing > 0
             && !self
-                .ctx
+                .ledger
                 .memory
                 .grow_bulk(&host, missing.max(TENSOR_RESERVATION_CHUNK))
-            && !self.ctx.memory.grow_bulk(&host, missing)
+            && !self.ledger.memory.grow_bulk(&host, missing)
         {
             return Ok(Err(self
-                .ctx
+                .call
                 .refuse(Setting::HostMemory, host.exhausted("a tensor", bytes))?));
         }
         let handle = self.table.push(t)?;
-        self.ctx.tensor_bytes += bytes;
-        self.ctx.live_tensors += 1;
+        self.ledger.tensor_bytes += bytes;
+        self.ledger.live_tensors += 1;
         Ok(Ok(handle))
     }
 }
 
-impl tensor::HostTensor for EpisodeState {
+impl tensor::HostTensor for TensorView<'_> {
     async fn create(
         &mut self,
         data: TensorData,
         shape: Vec<u32>,
     ) -> wasmtime::Result<Result<Resource<HostTensor>, Error>> {
         let shape = shape.into_iter().map(|d| d as usize).collect();
-        let device = self.ctx.services.device().clone();
+        let device = self.services.device().clone();
         match HostTensor::new_on(from_wit(data), shape, &device) {
             Ok(t) => self.admit(t),
             Err(e) => Ok(Err(invalid(e))),
@@ -164,12 +164,12 @@ impl tensor::HostTensor for EpisodeState {
 
     async fn drop(&mut self, this: Resource<HostTensor>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
-        self.ctx.live_tensors = self.ctx.live_tensors.saturating_sub(1);
+        self.ledger.live_tensors = self.ledger.live_tensors.saturating_sub(1);
         Ok(())
     }
 }
 
-impl tensor::Host for EpisodeState {
+impl tensor::Host for TensorView<'_> {
     async fn concat(
         &mut self,
         tensors: Vec<Resource<HostTensor>>,

@@ -14,9 +14,9 @@ use serde_json::Value;
 use crate::bindings::tokenizer::{self, ChatOptions, SpecialTokenIds};
 use crate::bindings::types::Error;
 use crate::budget::TOKENIZER_BYTES_PER_INPUT_BYTE;
-use crate::episode::EpisodeState;
 use crate::host_work::{offload, past_deadline, timed_inline};
 use crate::limits::Setting;
+use crate::views::HostView;
 
 fn no_tokenizer() -> Error {
     Error::Unsupported(
@@ -62,7 +62,7 @@ fn options(o: &ChatOptions) -> Result<HostChatOptions, Error> {
 /// episode's deadline holds around it (the outer timeout of `sandbox::guarded`).
 const OFFLOAD_BYTES: usize = 64 << 10;
 
-impl EpisodeState {
+impl HostView<'_> {
     /// Run `f` with the tokenizer for an input of `input_bytes`: refused past the episode's
     /// `max_tokenizer_bytes` (a soft limit) or its deadline; inline for small inputs, on
     /// the blocking pool past [`OFFLOAD_BYTES`]; its CPU time charged to the episode
@@ -73,26 +73,26 @@ impl EpisodeState {
         input_bytes: usize,
         f: impl FnOnce(&rollbox_tokenizer::HostTokenizer) -> Result<T, Error> + Send + 'static,
     ) -> wasmtime::Result<Result<T, Error>> {
-        let Some(t) = self.ctx.services.tokenizer().cloned() else {
+        let Some(t) = self.services.tokenizer().cloned() else {
             return Ok(Err(no_tokenizer()));
         };
-        let max = self.ctx.limits.max_tokenizer_bytes;
+        let max = self.call.limits.max_tokenizer_bytes;
         if input_bytes > max {
-            return Ok(Err(self.ctx.refuse(
+            return Ok(Err(self.call.refuse(
                 Setting::Limit("max_tokenizer_bytes"),
                 format!(
                     "tokenizer {what} got {input_bytes} bytes of input; at most {max} per call (`max_tokenizer_bytes`)"
                 ),
             )?));
         }
-        if self.ctx.past_deadline() {
+        if self.call.past_deadline() {
             return Ok(Err(past_deadline(&format!("tokenizer {what}"))));
         }
         // The call's working memory, from the host-wide budget while it runs.
-        let host = self.ctx.services.host_memory().clone();
+        let host = self.services.host_memory().clone();
         let work = input_bytes.saturating_mul(TOKENIZER_BYTES_PER_INPUT_BYTE);
         let Some(_working) = host.try_reserve_bulk(work) else {
-            return Ok(Err(self.ctx.refuse(
+            return Ok(Err(self.call.refuse(
                 Setting::HostMemory,
                 host.exhausted(&format!("tokenizer {what}"), work),
             )?));
@@ -102,12 +102,12 @@ impl EpisodeState {
         } else {
             offload(move || f(&t)).await?
         };
-        self.ctx.charge_host(cpu);
+        self.call.charge_host(cpu);
         Ok(result)
     }
 }
 
-impl tokenizer::Host for EpisodeState {
+impl tokenizer::Host for HostView<'_> {
     async fn encode(
         &mut self,
         text: String,
@@ -159,7 +159,7 @@ impl tokenizer::Host for EpisodeState {
     }
 
     async fn special_tokens(&mut self) -> wasmtime::Result<SpecialTokenIds> {
-        Ok(match self.ctx.services.tokenizer() {
+        Ok(match self.services.tokenizer() {
             Some(t) => {
                 let s = t.special();
                 SpecialTokenIds {

@@ -13,19 +13,19 @@ use std::sync::Arc;
 
 use crate::bindings::tools::{self, ToolCall, ToolResult};
 use crate::bindings::types::Error;
-use crate::episode::EpisodeState;
 use crate::registry::Registries;
 use crate::scope::Scope;
 use crate::services::{Services, tool_calls_per_episode};
 use crate::slots::Slots;
-use crate::state::{CallCtx, HostFuture, RewardTools, StoreState};
+use crate::state::{CallCtx, HostFuture, RewardTools};
 use crate::untrusted::{call_with_retries, tool_schema, unknown};
+use crate::views::CallsView;
 
 /// Calls one `call-many` accepts. More are refused with `limit-exceeded` (every result).
 pub const MAX_CALL_MANY_CALLS: usize = 256;
 
 /// Tool calls one reward call may have in flight at once.
-pub const TOOL_CALLS_PER_REWARD: usize = 4;
+pub(crate) const TOOL_CALLS_PER_REWARD: usize = 4;
 
 /// The tools as a reward call reaches them: the host's services and registered tools, the
 /// scope of the episode that called the reward (or the default one), and the call's own
@@ -153,11 +153,11 @@ async fn call_many(
         .collect())
 }
 
-impl EpisodeState {
+impl CallsView<'_> {
     /// The episode's tool-call slots (made on first use).
     fn tool_calls(&mut self) -> Arc<Slots> {
-        let services = &self.ctx.services;
-        self.ctx
+        let services = self.services;
+        self.calls
             .tool_calls
             .get_or_insert_with(|| {
                 Arc::new(Slots::new(tool_calls_per_episode(
@@ -183,14 +183,14 @@ pub(crate) async fn schemas(
     Ok(serde_json::Value::Array(out))
 }
 
-impl tools::Host for EpisodeState {
+impl tools::Host for CallsView<'_> {
     async fn call(
         &mut self,
         name: String,
         args: String,
     ) -> wasmtime::Result<Result<ToolResult, Error>> {
-        let (services, scope) = (self.ctx.services.clone(), self.ctx.scope.clone());
-        let registries = self.ctx.registries.clone();
+        let (services, scope) = (self.services.clone(), self.calls.scope.clone());
+        let registries = self.calls.registries.clone();
         let in_flight = self.tool_calls();
         Ok(call_one(
             &services,
@@ -208,19 +208,19 @@ impl tools::Host for EpisodeState {
         &mut self,
         calls: Vec<ToolCall>,
     ) -> wasmtime::Result<Vec<Result<ToolResult, Error>>> {
-        let (services, scope) = (self.ctx.services.clone(), self.ctx.scope.clone());
-        let registries = self.ctx.registries.clone();
+        let (services, scope) = (self.services.clone(), self.calls.scope.clone());
+        let registries = self.calls.registries.clone();
         let in_flight = self.tool_calls();
         call_many(&services, &registries, &scope, &in_flight, calls, false).await
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
-        Ok(self.ctx.scope.tool_names(&self.ctx.registries))
+        Ok(self.calls.scope.tool_names(&self.calls.registries))
     }
 
     async fn schemas(&mut self) -> wasmtime::Result<Result<String, Error>> {
-        let (services, scope) = (self.ctx.services.clone(), self.ctx.scope.clone());
-        let registries = self.ctx.registries.clone();
+        let (services, scope) = (self.services.clone(), self.calls.scope.clone());
+        let registries = self.calls.registries.clone();
         Ok(schemas(&services, &registries, &scope)
             .await
             .map(|s| s.to_string()))
@@ -235,13 +235,13 @@ fn no_tools() -> Error {
 
 /// A reward's `tools`: the host's registered tools, each call in a fresh sandbox of its own.
 /// (The tool world does not import `tools`; a tool's store never holds them.)
-impl tools::Host for StoreState<CallCtx> {
+impl tools::Host for CallCtx {
     async fn call(
         &mut self,
         name: String,
         args: String,
     ) -> wasmtime::Result<Result<ToolResult, Error>> {
-        let Some(n) = self.ctx.nested.clone() else {
+        let Some(n) = self.nested.clone() else {
             return Ok(Err(no_tools()));
         };
         Ok(n.call(name, args).await)
@@ -251,23 +251,18 @@ impl tools::Host for StoreState<CallCtx> {
         &mut self,
         calls: Vec<ToolCall>,
     ) -> wasmtime::Result<Vec<Result<ToolResult, Error>>> {
-        let Some(n) = self.ctx.nested.clone() else {
+        let Some(n) = self.nested.clone() else {
             return Ok(vec![Err(no_tools()); calls.len()]);
         };
         n.call_many(calls).await
     }
 
     async fn names(&mut self) -> wasmtime::Result<Vec<String>> {
-        Ok(self
-            .ctx
-            .nested
-            .as_ref()
-            .map(|n| n.names())
-            .unwrap_or_default())
+        Ok(self.nested.as_ref().map(|n| n.names()).unwrap_or_default())
     }
 
     async fn schemas(&mut self) -> wasmtime::Result<Result<String, Error>> {
-        let Some(n) = self.ctx.nested.clone() else {
+        let Some(n) = self.nested.clone() else {
             return Ok(Ok("[]".into()));
         };
         Ok(n.schemas().await.map(|s| s.to_string()))

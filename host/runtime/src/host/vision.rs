@@ -33,8 +33,8 @@ use wasmtime::Trap;
 use crate::bindings::types::Error;
 use crate::bindings::vision::{self, ImageOptions, ProcessedImages};
 use crate::budget::{HostMemory, Reservation};
-use crate::episode::EpisodeState;
 use crate::host_work::{HOST_FUEL_PER_MS, offload, past_deadline, timed};
+use crate::views::TensorView;
 
 /// Images one call accepts.
 pub const MAX_IMAGES_PER_CALL: usize = 64;
@@ -231,7 +231,7 @@ fn run(
     Ok(Ok((batch.pv, row_len, grids, tokens)))
 }
 
-impl vision::Host for EpisodeState {
+impl vision::Host for TensorView<'_> {
     async fn process_images(
         &mut self,
         images: Vec<Vec<u8>>,
@@ -241,14 +241,14 @@ impl vision::Host for EpisodeState {
         let _stop_when_dropped = SetOnDrop(dropped.clone());
         let stops = Stops {
             tensor_bytes: self.tensor_budget(),
-            deadline: self.ctx.deadline,
+            deadline: self.call.deadline,
             fuel_left: self
-                .ctx
+                .call
                 .limits
                 .fuel
-                .map(|fuel| fuel.saturating_sub(fuel_for(self.ctx.host_cpu))),
+                .map(|fuel| fuel.saturating_sub(fuel_for(self.call.host_cpu))),
             dropped,
-            host: self.ctx.services.host_memory().clone(),
+            host: self.services.host_memory().clone(),
         };
         // CPU-heavy: off the async worker, so other episodes' I/O keeps going. The pixel
         // values' reservation is held until the results are admitted as tensors (which reserve
@@ -258,12 +258,12 @@ impl vision::Host for EpisodeState {
             (run(&images, &options, &stops, &mut working), working)
         })
         .await?;
-        self.ctx.charge_host(cpu);
+        self.call.charge_host(cpu);
         let (pv, row_len, grids, tokens) = match batch? {
             Ok(b) => b,
             Err(e) => return Ok(Err(e)),
         };
-        let device = self.ctx.services.device().clone();
+        let device = self.services.device().clone();
         let rows = pv.len() / row_len.max(1);
         let n = tokens.len();
         let pixel_values = HostTensor::new_on(TensorData::F32(pv), vec![rows, row_len], &device)?;

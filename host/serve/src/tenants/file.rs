@@ -190,8 +190,8 @@ pub(super) fn read(
                 .map_err(|e| anyhow::anyhow!("{what}: tenant {name:?} {e}"))?;
         }
         let zero = |key| match limits.get(key) {
-            Some(rollbox_runtime::LimitValue::Number(n)) => n == 0,
-            Some(rollbox_runtime::LimitValue::Duration(d)) => d.is_zero(),
+            Some(rollbox_runtime::limits::LimitValue::Number(n)) => n == 0,
+            Some(rollbox_runtime::limits::LimitValue::Duration(d)) => d.is_zero(),
             None => false,
         };
         if zero("timeout") || zero("max_memory") {
@@ -269,7 +269,7 @@ fn read_trusted(path: &Path) -> anyhow::Result<String> {
     use std::io::Read as _;
     let what = path.display();
     // A regular file, checked on what was opened (a FIFO under the name cannot block it).
-    let file = rollbox_runtime::open_regular(path)
+    let file = rollbox_runtime::file::open_regular(path)
         .with_context(|| format!("opening the tenants file {what}"))?;
     let meta = file.metadata()?;
     #[cfg(unix)]
