@@ -1,8 +1,11 @@
 //! Writes `$OUT_DIR/scaffold_files.rs` and `scaffold_versions.rs`: the SDK files and pins that
-//! `rollbox new` writes into a new project. (The built-in components are built by
-//! `host/setup/build.rs`.)
+//! `rollbox new` writes into a new project, and sets `ROLLBOX_COMMIT` for `--version`. (The
+//! built-in components are built by `host/setup/build.rs`.)
 
 use std::path::{Path, PathBuf};
+
+#[path = "../setup/commit.rs"]
+mod commit;
 
 fn main() {
     let manifest =
@@ -13,6 +16,7 @@ fn main() {
         .expect("host/cli is two levels below the workspace root")
         .to_path_buf();
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    println!("cargo:rustc-env=ROLLBOX_COMMIT={}", commit::commit(&root));
     for d in [
         "wit",
         "guest-sdk/src",

@@ -70,6 +70,7 @@ fn main() {
         .expect("host/setup is two levels below the workspace root")
         .to_path_buf();
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    wasmtime_info(&root, &out);
     println!("cargo:rerun-if-env-changed=ROLLBOX_BUILTIN_DIR");
     for d in [
         "wit",
@@ -122,4 +123,34 @@ fn main() {
     }
     table.push_str("]\n");
     std::fs::write(out.join("builtin.rs"), table).expect("writing builtin.rs");
+}
+
+/// `$OUT_DIR/wasmtime_info.rs`: the vendored wasmtime's version (`vendor/wasmtime/crate`) and
+/// its patches (`vendor/wasmtime/patches/*.patch`, in the order they apply), for the version line.
+fn wasmtime_info(root: &Path, out: &Path) {
+    let vendor = root.join("vendor/wasmtime");
+    let manifest = vendor.join("crate/Cargo.toml");
+    let patches = vendor.join("patches");
+    println!("cargo:rerun-if-changed={}", manifest.display());
+    println!("cargo:rerun-if-changed={}", patches.display());
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    let version = text
+        .lines()
+        .skip_while(|l| l.trim() != "[package]")
+        .find_map(|l| {
+            let v = l.trim().strip_prefix("version")?.trim().strip_prefix('=')?;
+            Some(v.trim().trim_matches('"').to_string())
+        })
+        .unwrap_or_else(|| panic!("{}: no [package] version", manifest.display()));
+    let mut names: Vec<String> = std::fs::read_dir(&patches)
+        .unwrap_or_else(|e| panic!("{}: {e}", patches.display()))
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|n| n.strip_suffix(".patch").map(str::to_string))
+        .collect();
+    names.sort();
+    let code = format!(
+        "/// The vendored wasmtime's version.\npub const WASMTIME_VERSION: &str = {version:?};\n/// Its patches, in the order they apply.\npub const WASMTIME_PATCHES: &[&str] = &{names:?};\n"
+    );
+    std::fs::write(out.join("wasmtime_info.rs"), code).expect("write wasmtime_info.rs");
 }

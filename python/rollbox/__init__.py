@@ -11,7 +11,19 @@ holds rewards and tools without a workflow; `rollbox.verl.compute_score`, `rollb
 and `rollbox.trl.reward_func` put them in verl and TRL.
 """
 
-from ._native import Components, EpisodeError, Host
+from ._native import Components, EpisodeError, Host, build_info
 from .areal_types import GenerationHyperparameters, ModelRequest, ModelResponse
 
-__all__ = ["Components", "EpisodeError", "GenerationHyperparameters", "Host", "ModelRequest", "ModelResponse"]
+__all__ = [
+    "Components",
+    "EpisodeError",
+    "GenerationHyperparameters",
+    "Host",
+    "ModelRequest",
+    "ModelResponse",
+    "build_info",
+]
+
+# The package version (the wheel's); `build_info()` adds the commit, the WIT package and the
+# wasmtime with its patches.
+__version__: str = build_info()["version"]

@@ -5,6 +5,12 @@ from typing import Any, Awaitable, Mapping
 
 import numpy as np
 
+def build_info() -> dict[str, Any]:
+    """This build: `version` (the package's), `commit`, `wit` (`rollbox:workflow@X.Y.Z`),
+    `wasmtime`, `wasmtime_patches` (in the order they apply) and `line` (what `rollbox
+    --version` prints after the name)."""
+    ...
+
 class EpisodeError(RuntimeError):
     """An episode failed; `kind` is the fault (`trap`, `timeout`, `guest_error`, ...)."""
 

@@ -248,8 +248,25 @@ impl Host {
     }
 }
 
+/// What this build is (`rollbox.build_info()`): the package version, the commit, the WIT
+/// package components target, and wasmtime with rollbox's patches, as a dict; `line` is what
+/// `rollbox --version` prints after the name.
+#[pyfunction]
+fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let info = rollbox_host::version::BuildInfo::new(env!("ROLLBOX_COMMIT"));
+    let d = PyDict::new(py);
+    d.set_item("version", info.version)?;
+    d.set_item("commit", info.commit)?;
+    d.set_item("wit", &info.wit)?;
+    d.set_item("wasmtime", info.wasmtime)?;
+    d.set_item("wasmtime_patches", info.wasmtime_patches.to_vec())?;
+    d.set_item("line", info.to_string())?;
+    Ok(d)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(build_info, m)?)?;
     m.add_class::<Host>()?;
     m.add_class::<components::Components>()?;
     m.add("EpisodeError", m.py().get_type::<EpisodeError>())?;

@@ -9,7 +9,12 @@ use rollbox::cmd;
 
 /// Run reinforcement-learning rollout workflows as sandboxed WebAssembly components.
 #[derive(Parser)]
-#[command(name = "rollbox", version, about, args_override_self = true)]
+#[command(
+    name = "rollbox",
+    version = rollbox_host::version::BuildInfo::new(env!("ROLLBOX_COMMIT")).to_string(),
+    about,
+    args_override_self = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

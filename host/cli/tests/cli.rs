@@ -663,3 +663,38 @@ fn operator_paths_must_be_regular_files() {
         eprintln!("{flag} {value}: refused in {:?}", start.elapsed());
     }
 }
+
+/// `rollbox --version` says what the build is (issue 55): the package version, the commit it was
+/// built from, the WIT package its components target and the wasmtime with rollbox's patches.
+#[test]
+fn version_names_the_commit_the_wit_and_the_patched_wasmtime() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ok, out, err) = rollbox(&["--version"], tmp.path());
+    assert!(ok, "{err}");
+    let line = out.trim();
+    let want_start = format!("rollbox {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(line.starts_with(&want_start), "{line}");
+    let commit = line[want_start.len()..].split(',').next().unwrap_or("");
+    // A checkout's HEAD, as git names it here (the tests run from the repository).
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match head {
+        Some(h) if std::env::var_os("ROLLBOX_COMMIT").is_none() => assert_eq!(commit, h, "{line}"),
+        _ => assert!(!commit.is_empty(), "{line}"),
+    }
+    let wit = format!(
+        "WIT {}@{}",
+        rollbox_runtime::world::WIT_PACKAGE,
+        rollbox_runtime::world::WIT_VERSION
+    );
+    assert!(line.contains(&wit), "{line}");
+    assert!(
+        line.ends_with("wasmtime 48.0.8 with patches 0001 0002)"),
+        "{line}"
+    );
+}

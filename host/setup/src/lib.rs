@@ -40,6 +40,7 @@ mod host;
 pub mod model;
 pub mod process;
 mod spec;
+pub mod version;
 
 pub use host::{Components, Host, inspect};
 pub use rollbox_runtime::{LimitError, LimitSpec};
