@@ -7,6 +7,11 @@
 //!
 //! `ROLLBOX_BUILTIN_DIR=DIR` takes the `.wasm` files from `DIR` instead (packagers, offline
 //! builds).
+//!
+//! python-exec (`workflows/tools/python-exec`, CPython as a component) is built in too where
+//! componentize-py is (`$COMPONENTIZE_PY`, or `$ROLLBOX_TEST_VENV/bin/componentize-py`, as
+//! `scripts/install/test-env.sh` sets them); a rustup-only build leaves it out with a warning,
+//! and `python_exec_absent.rs` says why, for the error shown when it is asked for.
 
 use std::path::{Path, PathBuf};
 
@@ -121,8 +126,23 @@ fn main() {
             wasm.display().to_string()
         ));
     }
+    let builtin_dir = std::env::var_os("ROLLBOX_BUILTIN_DIR").map(PathBuf::from);
+    let absent = match python_exec(&root, &out, builtin_dir.as_deref()) {
+        Ok(entry) => {
+            table.push_str(&entry);
+            None
+        }
+        Err(why) => {
+            println!(
+                "cargo:warning=python-exec is not built in ({why}): the code reward and python_exec then need its path; pip install componentize-py=={COMPONENTIZE_PY} (or source scripts/install/test-env.sh) and build again to build it in"
+            );
+            Some(why)
+        }
+    };
     table.push_str("]\n");
     std::fs::write(out.join("builtin.rs"), table).expect("writing builtin.rs");
+    std::fs::write(out.join("python_exec_absent.rs"), format!("{absent:?}\n"))
+        .expect("writing python_exec_absent.rs");
 }
 
 /// `$OUT_DIR/wasmtime_info.rs`: the vendored wasmtime's version (`vendor/wasmtime/crate`) and
@@ -153,4 +173,77 @@ fn wasmtime_info(root: &Path, out: &Path) {
         "/// The vendored wasmtime's version.\npub const WASMTIME_VERSION: &str = {version:?};\n/// Its patches, in the order they apply.\npub const WASMTIME_PATCHES: &[&str] = &{names:?};\n"
     );
     std::fs::write(out.join("wasmtime_info.rs"), code).expect("write wasmtime_info.rs");
+}
+
+/// componentize-py's version python-exec is built with (`pip install componentize-py==…`).
+const COMPONENTIZE_PY: &str = "0.25.1";
+
+/// python-exec (`workflows/tools/python-exec`) as a built-in tool, when componentize-py is here
+/// (`$COMPONENTIZE_PY`, else the one in `$ROLLBOX_TEST_VENV`), or from `ROLLBOX_BUILTIN_DIR`
+/// (`python_exec.wasm`): the table entry, or why there is none (a rustup-only build; the
+/// binary then names the install command when python-exec is asked for).
+fn python_exec(root: &Path, out: &Path, builtin_dir: Option<&Path>) -> Result<String, String> {
+    let about =
+        "runs model-written Python (a fresh CPython per call; no files, network or processes)";
+    let entry = |wasm: &Path| {
+        format!(
+            "    Builtin {{ name: \"python-exec\", world: \"tool\", crate_name: \"python-exec\", about: {about:?}, bytes: include_bytes!({:?}) }},\n",
+            wasm.display().to_string()
+        )
+    };
+    if let Some(dir) = builtin_dir {
+        let wasm = dir.join("python_exec.wasm");
+        return if wasm.is_file() {
+            Ok(entry(&wasm))
+        } else {
+            Err(format!("{} is absent", wasm.display()))
+        };
+    }
+    println!("cargo:rerun-if-env-changed=COMPONENTIZE_PY");
+    println!("cargo:rerun-if-env-changed=ROLLBOX_TEST_VENV");
+    let src = root.join("workflows/tools/python-exec");
+    println!("cargo:rerun-if-changed={}", src.display());
+    let componentize = match std::env::var_os("COMPONENTIZE_PY") {
+        Some(p) => PathBuf::from(p),
+        None => match std::env::var_os("ROLLBOX_TEST_VENV") {
+            Some(venv) => PathBuf::from(venv).join("bin/componentize-py"),
+            None => return Err("componentize-py was not found at build time".into()),
+        },
+    };
+    if !componentize.is_file() {
+        return Err(format!(
+            "componentize-py is not at {}",
+            componentize.display()
+        ));
+    }
+    let wasm = out.join("python_exec.wasm");
+    let newest = |dir: &Path| -> Option<std::time::SystemTime> {
+        std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name() != "__pycache__")
+            .filter_map(|e| e.metadata().ok()?.modified().ok())
+            .max()
+    };
+    let sources = [newest(&src), newest(&root.join("wit"))]
+        .into_iter()
+        .flatten()
+        .max();
+    let built = std::fs::metadata(&wasm).and_then(|m| m.modified()).ok();
+    if built.is_some_and(|b| sources.is_some_and(|s| b > s)) {
+        return Ok(entry(&wasm));
+    }
+    let status = std::process::Command::new(&componentize)
+        .current_dir(root)
+        .args(["-d", "wit", "-w", "tool", "componentize", "-p"])
+        .arg(&src)
+        .arg("app")
+        .arg("-o")
+        .arg(&wasm)
+        .status();
+    match status {
+        Ok(s) if s.success() => Ok(entry(&wasm)),
+        Ok(s) => panic!("componentize-py failed ({s}) building {}", src.display()),
+        Err(e) => panic!("running {}: {e}", componentize.display()),
+    }
 }

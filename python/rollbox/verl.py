@@ -89,19 +89,15 @@ CODE_REWARD_TIMEOUT = "60s"
 def python_exec_tool(
     path: str | None = None, timeout: str = "10s", memory: str | None = "1GiB"
 ) -> dict[str, Any]:
-    """python-exec as the runner of code: the component at `path` (else `ROLLBOX_PYTHON_EXEC`),
-    `timeout` and `memory` per program (verl's and SandboxFusion's defaults), no retries, and a
-    reply large enough for a program's 1 Mi characters of stdout escaped as JSON. What the
-    `code` reward and `rollbox.verl_plugin` both register."""
+    """python-exec as the runner of code: the component at `path` (else `ROLLBOX_PYTHON_EXEC`,
+    else the one built into rollbox, `python-exec`), `timeout` and `memory` per program (verl's
+    and SandboxFusion's defaults), no retries, and a reply large enough for a program's 1 Mi
+    characters of stdout escaped as JSON. What the `code` reward and `rollbox.verl_plugin` both
+    register. A rollbox built without componentize-py has no python-exec inside: using it then
+    fails with an error that names the install command."""
     import os
 
-    path = path or os.environ.get("ROLLBOX_PYTHON_EXEC")
-    if not path:
-        raise ValueError(
-            "code runs in python-exec: set ROLLBOX_PYTHON_EXEC to its .wasm "
-            "(scripts/guests/build-python-exec.sh builds it), or pass "
-            "+reward.custom_reward_function.reward_kwargs.python_exec=PATH"
-        )
+    path = path or os.environ.get("ROLLBOX_PYTHON_EXEC") or "python-exec"
     spec: dict[str, Any] = {
         "path": str(path),
         "timeout": timeout,
@@ -141,7 +137,8 @@ async def compute_score(
     Code sources (`codecontests`, `apps`, `codeforces`, `taco`) go to the `code` reward, which
     runs each test case in a fresh python-exec instance (10 s and 1 GiB per case, as verl's
     `prime_code` and SandboxFusion default): `python_exec` (or `ROLLBOX_PYTHON_EXEC`) names
-    the component; `code_reward` (`{"semantics": "sandbox_fusion"}`, ...) sets its options.
+    the component, else the built-in one runs them; `code_reward` (`{"semantics":
+    "sandbox_fusion"}`, ...) sets its options.
     """
     name = reward or reward_for(data_source)
     tools = None

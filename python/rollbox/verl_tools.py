@@ -20,7 +20,7 @@ import os
 
 from verl.tools.function_tool import function_tool
 
-from rollbox import _components  # absolute: verl loads this file by path
+from rollbox import _components, build_info  # absolute: verl loads this file by path
 from rollbox.verl import tool_text
 
 
@@ -42,7 +42,11 @@ async def calculator(expression: str) -> str:
         return out
 
 
-_PYTHON_EXEC = os.environ.get("ROLLBOX_PYTHON_EXEC")
+# The component at ROLLBOX_PYTHON_EXEC, else the one built into rollbox (where it was built
+# with componentize-py).
+_PYTHON_EXEC = os.environ.get("ROLLBOX_PYTHON_EXEC") or (
+    "python-exec" if "python-exec" in build_info()["builtins"] else None
+)
 
 if _PYTHON_EXEC:
 

@@ -250,7 +250,7 @@ impl Host {
 
 /// What this build is (`rollbox.build_info()`): the package version, the commit, the WIT
 /// package components target, and wasmtime with rollbox's patches, as a dict; `line` is what
-/// `rollbox --version` prints after the name.
+/// `rollbox --version` prints after the name, `builtins` the components built in by name.
 #[pyfunction]
 fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let info = rollbox_host::version::BuildInfo::new(env!("ROLLBOX_COMMIT"));
@@ -261,6 +261,11 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("wasmtime", info.wasmtime)?;
     d.set_item("wasmtime_patches", info.wasmtime_patches.to_vec())?;
     d.set_item("line", info.to_string())?;
+    let builtins: Vec<&str> = rollbox_host::builtin::BUILTINS
+        .iter()
+        .map(|b| b.name)
+        .collect();
+    d.set_item("builtins", builtins)?;
     Ok(d)
 }
 

@@ -698,3 +698,28 @@ fn version_names_the_commit_the_wit_and_the_patched_wasmtime() {
         "{line}"
     );
 }
+
+/// python-exec is built into the binary where componentize-py was at build (issue 55; the test
+/// command's setup always has it): `--tool python=python-exec` and `rollbox inspect
+/// python-exec` need no file. Where it is not, asking for it names the install command.
+#[test]
+fn python_exec_is_built_in_or_its_absence_names_the_install() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ok, out, err) = rollbox(&["inspect", "python-exec"], tmp.path());
+    match rollbox_host::builtin::PYTHON_EXEC_ABSENT {
+        None => {
+            assert!(ok, "{err}");
+            assert!(
+                out.contains("builtin:python-exec") && out.contains("tool"),
+                "{out}"
+            );
+        }
+        Some(_) => {
+            assert!(
+                std::env::var_os("ROLLBOX_REQUIRE_GUESTS").is_none(),
+                "the test command's setup builds python-exec in"
+            );
+            assert!(!ok && err.contains("pip install componentize-py"), "{err}");
+        }
+    }
+}

@@ -31,6 +31,11 @@ pub struct Builtin {
 /// The built-in components (`host/setup/build.rs` builds them).
 pub const BUILTINS: &[Builtin] = include!(concat!(env!("OUT_DIR"), "/builtin.rs"));
 
+/// Why python-exec is not among [`BUILTINS`] (`None`: it is): componentize-py was absent when
+/// this rollbox was built (`host/setup/build.rs`).
+pub const PYTHON_EXEC_ABSENT: Option<&str> =
+    include!(concat!(env!("OUT_DIR"), "/python_exec_absent.rs"));
+
 /// The built-in sample dataset: 16 arithmetic word problems (`workflows/rlvr/data/arith.jsonl`).
 pub const ARITH: &str = include_str!("../../../workflows/rlvr/data/arith.jsonl");
 
@@ -97,10 +102,32 @@ pub fn resolve(world: &str, spec: &Path) -> anyhow::Result<ComponentSource> {
     if let Some(b) = find(world, name) {
         return Ok(b.source());
     }
+    if world == "tool" {
+        missing(spec)?;
+    }
     anyhow::bail!(
         "{}: no such file, and no built-in {world} of that name (built-in {world}s: {}; `rollbox components` lists them)",
         spec.display(),
         names(world)
+    )
+}
+
+/// The error for `spec` when it names a built-in this build left out (python-exec without
+/// componentize-py at build) and no file of that name exists; `Ok` otherwise.
+pub fn missing(spec: &Path) -> anyhow::Result<()> {
+    if spec == Path::new("python-exec")
+        && !spec.exists()
+        && let Some(why) = PYTHON_EXEC_ABSENT
+    {
+        anyhow::bail!("{}", not_built_in(why));
+    }
+    Ok(())
+}
+
+/// What asking for python-exec says where it was not built in (`why`: [`PYTHON_EXEC_ABSENT`]).
+fn not_built_in(why: &str) -> String {
+    format!(
+        "python-exec is not built into this rollbox ({why}): install componentize-py (`pip install componentize-py==0.25.1`, or `source scripts/install/test-env.sh`) and build rollbox again, or give python-exec's path (`scripts/guests/build-python-exec.sh python_exec.wasm` builds it)"
     )
 }
 
@@ -111,18 +138,26 @@ mod tests {
     #[test]
     fn builtins_are_components_of_their_world_and_resolve_by_name() {
         let names: Vec<&str> = BUILTINS.iter().map(|b| b.name).collect();
-        assert_eq!(
-            names,
-            [
-                "rlvr",
-                "multi-turn",
-                "tool-agent",
-                "vision-rlvr",
-                "math",
-                "code",
-                "calculator"
-            ]
-        );
+        let mut want = vec![
+            "rlvr",
+            "multi-turn",
+            "tool-agent",
+            "vision-rlvr",
+            "math",
+            "code",
+            "calculator",
+        ];
+        // python-exec where componentize-py was there at build (the test command's setup, which
+        // sets ROLLBOX_REQUIRE_GUESTS, always has it).
+        if PYTHON_EXEC_ABSENT.is_none() {
+            want.push("python-exec");
+        } else {
+            assert!(
+                std::env::var_os("ROLLBOX_REQUIRE_GUESTS").is_none(),
+                "python-exec was not built in: {PYTHON_EXEC_ABSENT:?}"
+            );
+        }
+        assert_eq!(names, want);
         for b in BUILTINS {
             // The component binary's preamble (version 0x0d, layer 1).
             assert_eq!(&b.bytes[..8], b"\0asm\x0d\0\x01\0", "{}", b.name);
@@ -148,5 +183,20 @@ mod tests {
         assert!(e.contains("built-in workflows: rlvr, multi-turn"), "{e}");
         // Not a workflow.
         assert!(resolve("workflow", Path::new("math")).is_err());
+    }
+
+    #[test]
+    fn asking_for_python_exec_where_it_is_not_built_in_names_the_install() {
+        let m = not_built_in("componentize-py was not found at build time");
+        assert!(m.contains("componentize-py was not found"), "{m}");
+        assert!(m.contains("pip install componentize-py==0.25.1"), "{m}");
+        assert!(m.contains("scripts/guests/build-python-exec.sh"), "{m}");
+        match PYTHON_EXEC_ABSENT {
+            None => assert!(resolve("tool", Path::new("python-exec")).is_ok()),
+            Some(why) => {
+                let e = resolve("tool", Path::new("python-exec")).expect_err("absent");
+                assert_eq!(e.to_string(), not_built_in(why));
+            }
+        }
     }
 }

@@ -342,7 +342,12 @@ impl Host {
 /// `path` is a file, or a built-in's name of any world.
 pub fn inspect(path: &std::path::Path) -> anyhow::Result<ComponentInfo> {
     let runtime = Runtime::new(RuntimeConfig::default(), Services::new())?;
-    let source =
-        builtin::resolve_any(path).unwrap_or_else(|| ComponentSource::File(path.to_path_buf()));
+    let source = match builtin::resolve_any(path) {
+        Some(source) => source,
+        None => {
+            builtin::missing(path)?;
+            ComponentSource::File(path.to_path_buf())
+        }
+    };
     runtime.inspect(source)
 }

@@ -134,7 +134,10 @@ def test_verls_function_tool_loader_registers_the_calculator():
     assert calc.tool_schema.function.parameters.required == ["expression"]
     assert asyncio.run(calc.call({"expression": "(3 + 4) * 2 ^ 3"})) == "56.0"
     assert asyncio.run(calc.call({"expression": "1 / 0"})).startswith("error: tool `calculator`")
-    assert "python_exec" not in tools  # only with ROLLBOX_PYTHON_EXEC
+    # python_exec too where rollbox has it built in, or with ROLLBOX_PYTHON_EXEC.
+    import rollbox
+
+    assert ("python_exec" in tools) == ("python-exec" in rollbox.build_info()["builtins"])
 
 
 def test_register_function_tools_offers_any_component_with_its_own_schema(tmp_path):

@@ -105,7 +105,16 @@ def test_sandbox_fusion_semantics_by_option():
     assert got["score"] == 0.0
 
 
-def test_without_python_exec_the_error_names_the_fix(monkeypatch):
+def test_without_a_path_the_built_in_python_exec_runs_the_cases(monkeypatch):
+    """No `python_exec` and no ROLLBOX_PYTHON_EXEC: the python-exec built into rollbox runs the
+    cases (issue 55); a rollbox built without it names the install command."""
+    import rollbox
+
     monkeypatch.delenv("ROLLBOX_PYTHON_EXEC", raising=False)
-    with pytest.raises(ValueError, match="ROLLBOX_PYTHON_EXEC"):
-        asyncio.run(compute_score("codecontests", "print(1)", STDIO))
+    completion = fenced("a, b = map(int, input().split())\nprint(a + b)")
+    if "python-exec" in rollbox.build_info()["builtins"]:
+        got = asyncio.run(compute_score("codecontests", completion, STDIO))
+        assert got["fault"] is None and got["score"] == 1.0, got
+    else:
+        with pytest.raises(Exception, match="pip install componentize-py"):
+            asyncio.run(compute_score("codecontests", completion, STDIO))
