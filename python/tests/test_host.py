@@ -321,6 +321,22 @@ def test_components_give_each_tools_schema_from_its_describe():
     assert rollbox.Components().tool_schemas() == []
 
 
+def test_the_code_reward_alone_runs_its_cases_in_the_built_in_python_exec():
+    """`Components(rewards={"code": "code"})` and nothing else (issue 55): the built-in
+    python-exec is registered as the `python` tool the reward runs each case with."""
+    if "python-exec" not in rollbox.build_info()["builtins"]:
+        assert os.environ.get("ROLLBOX_REQUIRE_GUESTS") is None, "the test command builds it in"
+        return
+    c = rollbox.Components(rewards={"code": "code"})
+    row = {"reward_model": {"ground_truth": {"inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]}}}
+
+    async def score(program):
+        return await c.score("code", f"```python\n{program}\n```", data=row)
+
+    assert asyncio.run(score("a, b = map(int, input().split())\nprint(a + b)"))["score"] == 1.0
+    assert asyncio.run(score("print(3)"))["score"] == 0.5
+
+
 def test_the_code_reward_logs_each_cases_result():
     """`logs` of a call: the `code` reward's per-case results, verl's codes (true, false, -1,
     -2), from cases run in python-exec through the host's tools."""

@@ -222,6 +222,34 @@ impl HostSpec {
                 out.push((kind, name.as_str(), c.path.as_path(), policy));
             }
         }
+        // The built-in `code` reward runs each case with the tool `python`: where none is given
+        // and python-exec is built in, that one, with verl's and SandboxFusion's limits per
+        // program (10 s, 1 GiB, no retries) and room for 1 Mi characters of stdout.
+        let code = self
+            .rewards
+            .values()
+            .any(|c| c.path == std::path::Path::new("code") && !c.path.exists());
+        if code
+            && !self.tools.contains_key(CODE_RUNNER)
+            && builtin::find("tool", "python-exec").is_some()
+        {
+            let limits = rollbox_runtime::Limits {
+                timeout: std::time::Duration::from_secs(10),
+                max_memory: 1 << 30,
+                max_boundary_bytes: 16 << 20,
+                ..rollbox_runtime::Limits::untrusted_tool()
+            };
+            let policy = CallPolicy {
+                limits: Arc::new(limits),
+                retries: 0,
+            };
+            out.push((
+                "tool",
+                CODE_RUNNER,
+                std::path::Path::new("python-exec"),
+                policy,
+            ));
+        }
         Ok(out)
     }
 
@@ -337,6 +365,9 @@ impl Host {
         &self.components.runtime
     }
 }
+
+/// The tool the built-in `code` reward runs each case with (its `code_reward.runner` default).
+const CODE_RUNNER: &str = "python";
 
 /// What a component is (world, imports, exports, size, sha256), without registering it:
 /// `path` is a file, or a built-in's name of any world.
