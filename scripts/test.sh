@@ -82,6 +82,20 @@ if [ $# -eq 0 ]; then
     PYTHONPATH=python "$ROLLBOX_HOST_VENV/bin/python" -m pytest -q python/tests --ignore=python/tests/trainers \
         --ignore=python/tests/verifiers
     took "python/tests"
+    # The package the trainer tests import: the release wheel where the caller built one
+    # (ROLLBOX_WHEEL, as .ci/run does: scripts/release/build.sh), installed into a folder of
+    # its own, so they run against what users install; else the checkout's, built above.
+    trainer_path=python
+    if [ -n "${ROLLBOX_WHEEL:-}" ]; then
+        trainer_path="$(mktemp -d)"
+        bg_dirs+=("$trainer_path")
+        "$ROLLBOX_HOST_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+            --no-index --target "$trainer_path" "$ROLLBOX_WHEEL"
+        PYTHONPATH="$trainer_path" "$ROLLBOX_HOST_VENV/bin/python" -c \
+            'import rollbox, sys; assert rollbox.__file__.startswith(sys.argv[1]), rollbox.__file__' \
+            "$trainer_path"
+        echo "test.sh: the trainer tests import rollbox from $ROLLBOX_WHEEL"
+    fi
     # rollbox.verl and rollbox.trl against verl 0.9.1 and TRL 1.16 (a 2-step GRPO run on the
     # CPU), in the trainers' venv (installing since the start, above).
     if [ "$trainers" = 0 ]; then
@@ -89,11 +103,11 @@ if [ $# -eq 0 ]; then
     else
         wait_install trainers
         took "waiting for the trainers' venv"
-        PYTHONPATH=python "$trainers_python" -m pytest -q -p no:cacheprovider python/tests/trainers
+        PYTHONPATH="$trainer_path" "$trainers_python" -m pytest -q -p no:cacheprovider python/tests/trainers
         took "python/tests/trainers"
         # rollbox.verifiers against verifiers 0.4.0, in its own venv (its pins are not verl's).
         wait_install verifiers
-        PYTHONPATH=python "$verifiers_python" -m pytest -q -p no:cacheprovider python/tests/verifiers
+        PYTHONPATH="$trainer_path" "$verifiers_python" -m pytest -q -p no:cacheprovider python/tests/verifiers
         took "python/tests/verifiers"
     fi
     # The `openai` backends against live vLLM (CPU) and llama-cpp-python servers, through

@@ -6,14 +6,17 @@
 //! the workflow world.
 //!
 //! `ROLLBOX_BUILTIN_DIR=DIR` takes the `.wasm` files from `DIR` instead (packagers, offline
-//! builds).
+//! builds). Each entry records the component's sha256, which loading it checks.
 //!
 //! python-exec (`workflows/tools/python-exec`, CPython as a component) is built in too where
 //! componentize-py is (`$COMPONENTIZE_PY`, or `$ROLLBOX_TEST_VENV/bin/componentize-py`, as
 //! `scripts/install/test-env.sh` sets them); a rustup-only build leaves it out with a warning,
-//! and `python_exec_absent.rs` says why, for the error shown when it is asked for.
+//! and `python_exec_absent.rs` says why, for the error shown when it is asked for. With
+//! `ROLLBOX_REQUIRE_GUESTS=1` (the test command, the release script) its absence fails the build.
 
 use std::path::{Path, PathBuf};
+
+use sha2::{Digest as _, Sha256};
 
 #[path = "guest_build.rs"]
 mod guest_build;
@@ -77,6 +80,7 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     wasmtime_info(&root, &out);
     println!("cargo:rerun-if-env-changed=ROLLBOX_BUILTIN_DIR");
+    println!("cargo:rerun-if-env-changed=ROLLBOX_REQUIRE_GUESTS");
     for d in [
         "wit",
         "guest-sdk/src",
@@ -121,16 +125,18 @@ fn main() {
             "{} is missing (ROLLBOX_BUILTIN_DIR must hold the built components)",
             wasm.display()
         );
-        table.push_str(&format!(
-            "    Builtin {{ name: {name:?}, world: {world:?}, crate_name: {krate:?}, about: {about:?}, bytes: include_bytes!({:?}) }},\n",
-            wasm.display().to_string()
-        ));
+        table.push_str(&entry(name, world, krate, about, &wasm));
     }
     let builtin_dir = std::env::var_os("ROLLBOX_BUILTIN_DIR").map(PathBuf::from);
     let absent = match python_exec(&root, &out, builtin_dir.as_deref()) {
         Ok(entry) => {
             table.push_str(&entry);
             None
+        }
+        Err(why) if std::env::var_os("ROLLBOX_REQUIRE_GUESTS").is_some_and(|v| v == "1") => {
+            panic!(
+                "python-exec could not be built in ({why}), and ROLLBOX_REQUIRE_GUESTS=1 requires it: pip install componentize-py=={COMPONENTIZE_PY} and set COMPONENTIZE_PY to it"
+            )
         }
         Err(why) => {
             println!(
@@ -143,6 +149,21 @@ fn main() {
     std::fs::write(out.join("builtin.rs"), table).expect("writing builtin.rs");
     std::fs::write(out.join("python_exec_absent.rs"), format!("{absent:?}\n"))
         .expect("writing python_exec_absent.rs");
+}
+
+/// The table entry of the built-in `name` from `wasm`, with its sha256. A file from
+/// `ROLLBOX_BUILTIN_DIR` reruns this script when it changes, so the hash follows the bytes
+/// `include_bytes!` takes (the ones built here are rebuilt only by this script).
+fn entry(name: &str, world: &str, krate: &str, about: &str, wasm: &Path) -> String {
+    if std::env::var_os("ROLLBOX_BUILTIN_DIR").is_some() {
+        println!("cargo:rerun-if-changed={}", wasm.display());
+    }
+    let bytes = std::fs::read(wasm).unwrap_or_else(|e| panic!("{}: {e}", wasm.display()));
+    let sha256 = hex::encode(Sha256::digest(&bytes));
+    format!(
+        "    Builtin {{ name: {name:?}, world: {world:?}, crate_name: {krate:?}, about: {about:?}, sha256: {sha256:?}, bytes: include_bytes!({:?}) }},\n",
+        wasm.display().to_string()
+    )
 }
 
 /// `$OUT_DIR/wasmtime_info.rs`: the vendored wasmtime's version (`vendor/wasmtime/crate`) and
@@ -185,16 +206,11 @@ const COMPONENTIZE_PY: &str = "0.25.1";
 fn python_exec(root: &Path, out: &Path, builtin_dir: Option<&Path>) -> Result<String, String> {
     let about =
         "runs model-written Python (a fresh CPython per call; no files, network or processes)";
-    let entry = |wasm: &Path| {
-        format!(
-            "    Builtin {{ name: \"python-exec\", world: \"tool\", crate_name: \"python-exec\", about: {about:?}, bytes: include_bytes!({:?}) }},\n",
-            wasm.display().to_string()
-        )
-    };
+    let table_entry = |wasm: &Path| entry("python-exec", "tool", "python-exec", about, wasm);
     if let Some(dir) = builtin_dir {
         let wasm = dir.join("python_exec.wasm");
         return if wasm.is_file() {
-            Ok(entry(&wasm))
+            Ok(table_entry(&wasm))
         } else {
             Err(format!("{} is absent", wasm.display()))
         };
@@ -231,7 +247,7 @@ fn python_exec(root: &Path, out: &Path, builtin_dir: Option<&Path>) -> Result<St
         .max();
     let built = std::fs::metadata(&wasm).and_then(|m| m.modified()).ok();
     if built.is_some_and(|b| sources.is_some_and(|s| b > s)) {
-        return Ok(entry(&wasm));
+        return Ok(table_entry(&wasm));
     }
     let status = std::process::Command::new(&componentize)
         .current_dir(root)
@@ -242,7 +258,7 @@ fn python_exec(root: &Path, out: &Path, builtin_dir: Option<&Path>) -> Result<St
         .arg(&wasm)
         .status();
     match status {
-        Ok(s) if s.success() => Ok(entry(&wasm)),
+        Ok(s) if s.success() => Ok(table_entry(&wasm)),
         Ok(s) => panic!("componentize-py failed ({s}) building {}", src.display()),
         Err(e) => panic!("running {}: {e}", componentize.display()),
     }

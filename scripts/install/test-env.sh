@@ -24,22 +24,7 @@ if [ -z "$libdir" ] || [ ! -d "$libdir" ] || ! rustup run "$toolchain" cargo cli
     rustup target add --toolchain "$toolchain" wasm32-wasip2
 fi
 
-# A venv at $1 (unless already complete) with the pinned packages that follow.
-rollbox_pinned_venv() {
-    local dir="$1"
-    shift
-    if [ ! -f "$dir/.complete" ]; then
-        rm -rf "$dir"
-        python3 -m venv "$dir"
-        "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
-        touch "$dir/.complete"
-    fi
-}
-# The cache name of a venv for the pinned packages given: Python's version and their hash, so
-# the name changes when the list changes.
-rollbox_venv_key() {
-    echo "$(python3 -c 'import sys; print("py%d%d" % sys.version_info[:2])')-$(printf '%s\n' "$@" | sha256sum | cut -c1-12)"
-}
+source scripts/install/venv.sh
 
 # Python packages the tests use, pinned.
 test_packages=("componentize-py==0.25.1" "safetensors==0.8.0" "numpy==2.3.5")

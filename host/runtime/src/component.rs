@@ -30,6 +30,9 @@ pub enum ComponentSource {
         name: PathBuf,
         /// The component.
         bytes: &'static [u8],
+        /// The sha256 (hex) the bytes must have, e.g. a built-in's recorded at build: other
+        /// bytes are refused at load, naming the component.
+        sha256: Option<&'static str>,
     },
     /// Bytes already read (with [`read_component`] from a descriptor the caller opened), shown
     /// as `name`.

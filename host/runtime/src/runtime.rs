@@ -234,6 +234,16 @@ impl Runtime {
         };
         check_header(path, &bytes)?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
+        if let ComponentSource::Bytes {
+            sha256: Some(want), ..
+        } = source
+            && sha256 != *want
+        {
+            anyhow::bail!(
+                "{} is corrupted: its bytes hash to sha256 {sha256}, not the {want} recorded when it was built; reinstall rollbox",
+                path.display()
+            );
+        }
         let engine = &self.pool_for(bytes.len() as u64).engine;
         let component = self
             .cache

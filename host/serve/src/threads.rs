@@ -310,11 +310,17 @@ fn allowed_cpus() -> Vec<usize> {
 /// Set the calling thread's nice value to `nice` (Linux sets it per thread; raising it needs
 /// no privilege). A failure leaves the thread as it was.
 fn lower_priority(nice: i32) {
-    // SAFETY: gettid and setpriority take no pointers.
+    // SAFETY: setpriority takes no pointers.
     unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+        libc::setpriority(libc::PRIO_PROCESS, thread_id(), nice);
     }
+}
+
+/// The calling thread's id, by the system call: glibc's `gettid` wrapper is 2.30's, newer than
+/// the release artifacts' glibc 2.28.
+fn thread_id() -> libc::id_t {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as libc::id_t }
 }
 
 impl Drop for Threads {

@@ -11,8 +11,6 @@ use std::path::{Path, PathBuf};
 
 use rollbox_runtime::component::ComponentSource;
 
-use sha2::{Digest as _, Sha256};
-
 /// A component compiled into the binary.
 #[derive(Debug)]
 pub struct Builtin {
@@ -24,6 +22,8 @@ pub struct Builtin {
     pub crate_name: &'static str,
     /// What it does, in a line.
     pub about: &'static str,
+    /// The component's sha256 (hex), recorded when it was built in; loading it checks it.
+    pub sha256: &'static str,
     /// The component.
     pub bytes: &'static [u8],
 }
@@ -43,16 +43,12 @@ pub const ARITH: &str = include_str!("../../../workflows/rlvr/data/arith.jsonl")
 pub const ARITH_NAME: &str = "arith";
 
 impl Builtin {
-    /// The component's sha256, hex.
-    pub fn sha256(&self) -> String {
-        hex::encode(Sha256::digest(self.bytes))
-    }
-
-    /// The component, from the binary's own bytes.
+    /// The component, from the binary's own bytes, which must still have its recorded sha256.
     pub fn source(&self) -> ComponentSource {
         ComponentSource::Bytes {
             name: PathBuf::from(format!("builtin:{}", self.name)),
             bytes: self.bytes,
+            sha256: Some(self.sha256),
         }
     }
 }
@@ -134,6 +130,7 @@ fn not_built_in(why: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest as _, Sha256};
 
     #[test]
     fn builtins_are_components_of_their_world_and_resolve_by_name() {
@@ -161,11 +158,11 @@ mod tests {
         for b in BUILTINS {
             // The component binary's preamble (version 0x0d, layer 1).
             assert_eq!(&b.bytes[..8], b"\0asm\x0d\0\x01\0", "{}", b.name);
-            assert_eq!(b.sha256().len(), 64);
+            assert_eq!(b.sha256, hex::encode(Sha256::digest(b.bytes)), "{}", b.name);
         }
         let math = find("reward", "math").expect("math");
         let bytes_of = |s: ComponentSource| match s {
-            ComponentSource::Bytes { name, bytes } => (name, bytes),
+            ComponentSource::Bytes { name, bytes, .. } => (name, bytes),
             other => panic!("not built in: {}", other.name().display()),
         };
         let (name, bytes) = bytes_of(resolve("reward", Path::new("math")).expect("built-in math"));
@@ -183,6 +180,26 @@ mod tests {
         assert!(e.contains("built-in workflows: rlvr, multi-turn"), "{e}");
         // Not a workflow.
         assert!(resolve("workflow", Path::new("math")).is_err());
+    }
+
+    #[test]
+    fn a_built_in_whose_bytes_changed_is_refused_naming_it() {
+        use rollbox_runtime::{Runtime, RuntimeConfig, Services};
+        let runtime = Runtime::new(RuntimeConfig::default(), Services::new()).expect("runtime");
+        let calculator = find("tool", "calculator").expect("calculator");
+        assert!(runtime.inspect(calculator.source()).is_ok());
+        // One byte of the last section flipped: still a component's preamble, other bytes.
+        let mut bytes = calculator.bytes.to_vec();
+        *bytes.last_mut().expect("bytes") ^= 1;
+        let corrupted = ComponentSource::Bytes {
+            name: PathBuf::from("builtin:calculator"),
+            bytes: Box::leak(bytes.into_boxed_slice()),
+            sha256: Some(calculator.sha256),
+        };
+        let e = format!("{:#}", runtime.inspect(corrupted).expect_err("corrupted"));
+        assert!(e.contains("builtin:calculator is corrupted"), "{e}");
+        assert!(e.contains(calculator.sha256), "{e}");
+        assert!(e.contains("reinstall rollbox"), "{e}");
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub fn run(a: ComponentsArgs) -> anyhow::Result<()> {
                 serde_json::json!({
                     "name": b.name,
                     "world": b.world,
-                    "sha256": b.sha256(),
+                    "sha256": b.sha256,
                     "size_bytes": b.bytes.len(),
                     "crate": b.crate_name,
                     "about": b.about,
@@ -38,7 +38,7 @@ pub fn run(a: ComponentsArgs) -> anyhow::Result<()> {
             b.name,
             b.world,
             b.bytes.len(),
-            b.sha256(),
+            b.sha256,
             "",
             b.about
         );

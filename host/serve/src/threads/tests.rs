@@ -71,7 +71,7 @@ async fn pinned_threads_stay_on_their_cores() {
             // SAFETY: getpriority takes no pointers; errno is cleared first as it asks.
             unsafe {
                 *libc::__errno_location() = 0;
-                libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t)
+                libc::getpriority(libc::PRIO_PROCESS, super::thread_id())
             }
         })
         .await
