@@ -190,11 +190,13 @@ def test_fuel_limits_are_enforced_for_workflows_and_rewards():
     assert report["outcome"] == "out_of_fuel", report
     # The hint in Python's words (issue 33, part 5).
     assert report["error"].endswith('raise it with Host(limits={"fuel": ...})'), report
-    assert took < 20, took
+    # Out of fuel, not the 60 s timeout: the outcome says which stopped it. Time is printed,
+    # not bounded (load moves it).
+    print(f"the workflow ran out of fuel in {took:.1f} s")
     h = host(math={"path": str(spin_reward), "fuel": 10_000_000, "timeout": "60s", "retries": 0})
     report, took = asyncio.run(main(h, StubEngine([case["samples"][0]["record"]])))
-    assert took < 20, took
     assert "out of fuel" in json.dumps(report), report
+    print(f"the reward ran out of fuel in {took:.1f} s")
 
 
 def test_max_reward_calls_is_enforced():
