@@ -9,7 +9,7 @@ use std::process::Command;
 #[path = "../host/setup/guest_build.rs"]
 mod guest_build;
 
-use guest_build::{PROFILE, TARGET};
+use guest_build::{PROFILE, TARGET, componentize_py_command, newest};
 
 fn build(root: &Path, target_dir: &Path, packages: &[String]) {
     let packages: Vec<&str> = packages.iter().map(String::as_str).collect();
@@ -390,9 +390,6 @@ fn build_math_verify_reward(root: &Path, target_dir: &Path, skips: &mut Skips) -
     }
 }
 
-/// componentize-py version the Python reward is built with (`pip install componentize-py==…`).
-const COMPONENTIZE_PY: &str = "0.25.1";
-
 /// One componentize-py build: `module` found on `dirs` (relative to the root), for `world`.
 struct Python<'a> {
     world: &'a str,
@@ -449,48 +446,4 @@ fn componentize_py(root: &Path, target_dir: &Path, skips: &mut Skips, p: Python)
         ),
         Err(e) => panic!("running componentize-py for {}: {e}", p.module),
     }
-}
-
-/// componentize-py: `$COMPONENTIZE_PY`, else the one in `$ROLLBOX_TEST_VENV`
-/// (`scripts/install/test-env.sh` sets it), else why there is none.
-fn componentize_py_command() -> Result<PathBuf, String> {
-    println!("cargo:rerun-if-env-changed=COMPONENTIZE_PY");
-    println!("cargo:rerun-if-env-changed=ROLLBOX_TEST_VENV");
-    let path = match std::env::var_os("COMPONENTIZE_PY") {
-        Some(p) => PathBuf::from(p),
-        None => match std::env::var_os("ROLLBOX_TEST_VENV") {
-            Some(venv) => PathBuf::from(venv).join("bin").join("componentize-py"),
-            None => {
-                return Err(format!(
-                    "componentize-py is absent: set ROLLBOX_TEST_VENV (source scripts/install/test-env.sh) or COMPONENTIZE_PY (pip install componentize-py=={COMPONENTIZE_PY}), or run scripts/test.sh"
-                ));
-            }
-        },
-    };
-    if path.is_file() {
-        Ok(path)
-    } else {
-        Err(format!(
-            "componentize-py is not at {} (pip install componentize-py=={COMPONENTIZE_PY})",
-            path.display()
-        ))
-    }
-}
-
-/// The newest modification time of the files under `dir` (`__pycache__` skipped).
-fn newest(dir: &Path) -> Option<std::time::SystemTime> {
-    let mut best = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path();
-        let t = if path.is_dir() {
-            if path.file_name().is_some_and(|n| n == "__pycache__") {
-                continue;
-            }
-            newest(&path)
-        } else {
-            entry.metadata().ok()?.modified().ok()
-        };
-        best = best.max(t);
-    }
-    best
 }

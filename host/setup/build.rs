@@ -21,7 +21,9 @@ use sha2::{Digest as _, Sha256};
 #[path = "guest_build.rs"]
 mod guest_build;
 
-use guest_build::{PROFILE, TARGET, build_guests};
+use guest_build::{
+    COMPONENTIZE_PY, PROFILE, TARGET, build_guests, componentize_py_command, newest,
+};
 
 /// (name, world, crate, what it is): the workflows first, then the untrusted components.
 const BUILTINS: &[(&str, &str, &str, &str)] = &[
@@ -196,9 +198,6 @@ fn wasmtime_info(root: &Path, out: &Path) {
     std::fs::write(out.join("wasmtime_info.rs"), code).expect("write wasmtime_info.rs");
 }
 
-/// componentize-py's version python-exec is built with (`pip install componentize-py==…`).
-const COMPONENTIZE_PY: &str = "0.25.1";
-
 /// python-exec (`workflows/tools/python-exec`) as a built-in tool, when componentize-py is here
 /// (`$COMPONENTIZE_PY`, else the one in `$ROLLBOX_TEST_VENV`), or from `ROLLBOX_BUILTIN_DIR`
 /// (`python_exec.wasm`): the table entry, or why there is none (a rustup-only build; the
@@ -215,32 +214,10 @@ fn python_exec(root: &Path, out: &Path, builtin_dir: Option<&Path>) -> Result<St
             Err(format!("{} is absent", wasm.display()))
         };
     }
-    println!("cargo:rerun-if-env-changed=COMPONENTIZE_PY");
-    println!("cargo:rerun-if-env-changed=ROLLBOX_TEST_VENV");
     let src = root.join("workflows/tools/python-exec");
     println!("cargo:rerun-if-changed={}", src.display());
-    let componentize = match std::env::var_os("COMPONENTIZE_PY") {
-        Some(p) => PathBuf::from(p),
-        None => match std::env::var_os("ROLLBOX_TEST_VENV") {
-            Some(venv) => PathBuf::from(venv).join("bin/componentize-py"),
-            None => return Err("componentize-py was not found at build time".into()),
-        },
-    };
-    if !componentize.is_file() {
-        return Err(format!(
-            "componentize-py is not at {}",
-            componentize.display()
-        ));
-    }
+    let componentize = componentize_py_command()?;
     let wasm = out.join("python_exec.wasm");
-    let newest = |dir: &Path| -> Option<std::time::SystemTime> {
-        std::fs::read_dir(dir)
-            .ok()?
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name() != "__pycache__")
-            .filter_map(|e| e.metadata().ok()?.modified().ok())
-            .max()
-    };
     let sources = [newest(&src), newest(&root.join("wit"))]
         .into_iter()
         .flatten()
@@ -257,9 +234,19 @@ fn python_exec(root: &Path, out: &Path, builtin_dir: Option<&Path>) -> Result<St
         .arg("-o")
         .arg(&wasm)
         .status();
+    // A componentize-py that fails is a reason to leave python-exec out, like an absent one:
+    // the caller warns, or fails the build where ROLLBOX_REQUIRE_GUESTS asks for python-exec.
+    if !status.as_ref().is_ok_and(|s| s.success()) {
+        // Whatever it left is not python-exec: the next build must not take it as built.
+        let _ = std::fs::remove_file(&wasm);
+    }
     match status {
         Ok(s) if s.success() => Ok(table_entry(&wasm)),
-        Ok(s) => panic!("componentize-py failed ({s}) building {}", src.display()),
-        Err(e) => panic!("running {}: {e}", componentize.display()),
+        Ok(s) => Err(format!(
+            "{} failed ({s}) building {}; its output is above",
+            componentize.display(),
+            src.display()
+        )),
+        Err(e) => Err(format!("running {}: {e}", componentize.display())),
     }
 }

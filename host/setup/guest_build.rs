@@ -2,7 +2,7 @@
 //! components) and `tests/build.rs` (every test program and component), which includes this
 //! file with `#[path]`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The guests' target.
@@ -57,4 +57,53 @@ pub fn build_guests(root: &Path, target_dir: &Path, packages: &[&str], hint: &st
         );
     }
     panic!("building the guest components for {TARGET} failed (see cargo's output above); {hint}");
+}
+
+/// componentize-py's version the Python guests (python-exec among them) are built with
+/// (`pip install componentize-py==…`).
+pub const COMPONENTIZE_PY: &str = "0.25.1";
+
+/// componentize-py: `$COMPONENTIZE_PY`, else the one in `$ROLLBOX_TEST_VENV`
+/// (`scripts/install/test-env.sh` sets it), else why there is none.
+pub fn componentize_py_command() -> Result<PathBuf, String> {
+    println!("cargo:rerun-if-env-changed=COMPONENTIZE_PY");
+    println!("cargo:rerun-if-env-changed=ROLLBOX_TEST_VENV");
+    let path = match std::env::var_os("COMPONENTIZE_PY") {
+        Some(p) => PathBuf::from(p),
+        None => match std::env::var_os("ROLLBOX_TEST_VENV") {
+            Some(venv) => PathBuf::from(venv).join("bin").join("componentize-py"),
+            None => {
+                return Err(format!(
+                    "componentize-py is absent: set ROLLBOX_TEST_VENV (source scripts/install/test-env.sh) or COMPONENTIZE_PY (pip install componentize-py=={COMPONENTIZE_PY}), or run scripts/test.sh"
+                ));
+            }
+        },
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "componentize-py is not at {} (pip install componentize-py=={COMPONENTIZE_PY})",
+            path.display()
+        ))
+    }
+}
+
+/// The newest modification time of the files below `dir` (`__pycache__` left out), for
+/// rebuilding a component only when one of its sources changed.
+pub fn newest(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut best = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let t = if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "__pycache__") {
+                continue;
+            }
+            newest(&path)
+        } else {
+            entry.metadata().ok()?.modified().ok()
+        };
+        best = best.max(t);
+    }
+    best
 }
