@@ -72,6 +72,14 @@ fn bare_name(spec: &Path) -> Option<&str> {
     })
 }
 
+/// The built-in `world` component `spec` names: a bare name (see [`resolve`]) of a built-in,
+/// with no file of that name, which would win.
+pub fn named(world: &str, spec: &Path) -> Option<&'static Builtin> {
+    bare_name(spec)
+        .filter(|_| !spec.exists())
+        .and_then(|name| find(world, name))
+}
+
 /// The built-in component `name` of `world`.
 pub fn find(world: &str, name: &str) -> Option<&'static Builtin> {
     BUILTINS.iter().find(|b| b.world == world && b.name == name)

@@ -228,7 +228,8 @@ impl HostSpec {
         let code = self
             .rewards
             .values()
-            .any(|c| c.path == std::path::Path::new("code") && !c.path.exists());
+            .filter_map(|c| builtin::named("reward", &c.path))
+            .any(|b| b.name == "code");
         if code
             && !self.tools.contains_key(CODE_RUNNER)
             && builtin::find("tool", "python-exec").is_some()
