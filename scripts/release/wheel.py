@@ -17,6 +17,7 @@ import base64
 import hashlib
 import os
 import stat
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -28,12 +29,28 @@ SKIP_DIRS = {"__pycache__"}
 EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
+def tracked(package: Path) -> set[Path] | None:
+    """The files git tracks under `package` (None outside a repository, e.g. a source archive),
+    so that nothing a developer left beside the package's files goes into the wheel."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "-z", "--", "."], cwd=package, capture_output=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {package / name for name in out.decode().split("\0") if name}
+
+
 def package_files(package: Path) -> list[tuple[str, bytes, int]]:
-    """The package's files under `rollbox/`, links followed (areal_types.py is one)."""
+    """The package's files under `rollbox/`, links followed (areal_types.py is one): those git
+    tracks, in a repository."""
+    keep = tracked(package)
     out = []
     for path in sorted(package.rglob("*")):
         rel = path.relative_to(package)
         if SKIP_DIRS.intersection(rel.parts) or path.suffix in SKIP_SUFFIXES or path.is_dir():
+            continue
+        if keep is not None and path not in keep:
             continue
         out.append((f"{package.name}/{rel.as_posix()}", path.read_bytes(), 0o644))
     return out
