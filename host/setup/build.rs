@@ -127,7 +127,7 @@ fn main() {
             "{} is missing (ROLLBOX_BUILTIN_DIR must hold the built components)",
             wasm.display()
         );
-        table.push_str(&entry(name, world, krate, about, &wasm));
+        table.push_str(&entry(name, world, krate, about, &wasm, &out));
     }
     let builtin_dir = std::env::var_os("ROLLBOX_BUILTIN_DIR").map(PathBuf::from);
     let absent = match python_exec(&root, &out, builtin_dir.as_deref()) {
@@ -153,18 +153,29 @@ fn main() {
         .expect("writing python_exec_absent.rs");
 }
 
-/// The table entry of the built-in `name` from `wasm`, with its sha256. A file from
-/// `ROLLBOX_BUILTIN_DIR` reruns this script when it changes, so the hash follows the bytes
-/// `include_bytes!` takes (the ones built here are rebuilt only by this script).
-fn entry(name: &str, world: &str, krate: &str, about: &str, wasm: &Path) -> String {
+/// The table entry of the built-in `name` from `wasm`, with its sha256. The bytes embedded are
+/// a copy in this script's `OUT_DIR`, hashed there: the shared `wasm-builtin` folder may be
+/// rebuilt by another configuration's build script (another checkout sharing the target folder,
+/// other features), and rustc would embed those bytes under this script's older hash. A file
+/// from `ROLLBOX_BUILTIN_DIR` reruns this script when it changes.
+fn entry(name: &str, world: &str, krate: &str, about: &str, wasm: &Path, out: &Path) -> String {
     if std::env::var_os("ROLLBOX_BUILTIN_DIR").is_some() {
         println!("cargo:rerun-if-changed={}", wasm.display());
     }
     let bytes = std::fs::read(wasm).unwrap_or_else(|e| panic!("{}: {e}", wasm.display()));
+    let embedded = if wasm.starts_with(out) {
+        wasm.to_path_buf()
+    } else {
+        let copy = out.join(format!("builtin-{name}.wasm"));
+        if std::fs::read(&copy).ok().as_deref() != Some(&bytes[..]) {
+            std::fs::write(&copy, &bytes).unwrap_or_else(|e| panic!("{}: {e}", copy.display()));
+        }
+        copy
+    };
     let sha256 = hex::encode(Sha256::digest(&bytes));
     format!(
         "    Builtin {{ name: {name:?}, world: {world:?}, crate_name: {krate:?}, about: {about:?}, sha256: {sha256:?}, bytes: include_bytes!({:?}) }},\n",
-        wasm.display().to_string()
+        embedded.display().to_string()
     )
 }
 
@@ -205,7 +216,7 @@ fn wasmtime_info(root: &Path, out: &Path) {
 fn python_exec(root: &Path, out: &Path, builtin_dir: Option<&Path>) -> Result<String, String> {
     let about =
         "runs model-written Python (a fresh CPython per call; no files, network or processes)";
-    let table_entry = |wasm: &Path| entry("python-exec", "tool", "python-exec", about, wasm);
+    let table_entry = |wasm: &Path| entry("python-exec", "tool", "python-exec", about, wasm, out);
     if let Some(dir) = builtin_dir {
         let wasm = dir.join("python_exec.wasm");
         return if wasm.is_file() {

@@ -137,13 +137,17 @@ impl Components {
             data,
         };
         let inner = self.inner.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let called = inner
-                .score(&name, call)
-                .await
-                .map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
-            Python::attach(|py| Ok(to_dict(py, &called, "score", "reward", &name)?.unbind()))
-        })
+        let label = name.clone();
+        crate::gate::awaitable(
+            py,
+            async move { inner.score(&name, call).await },
+            move |py, called| {
+                let called = called.map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+                Ok(to_dict(py, &called, "score", "reward", &label)?
+                    .into_any()
+                    .unbind())
+            },
+        )
     }
 
     /// Call the tool `name` with `args` (a JSON string or a dict), in a fresh sandbox.
@@ -160,13 +164,17 @@ impl Components {
             engine::dumps(py, &args)?
         };
         let inner = self.inner.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let called = inner
-                .call_tool(&name, args)
-                .await
-                .map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
-            Python::attach(|py| Ok(to_dict(py, &called, "output", "tool", &name)?.unbind()))
-        })
+        let label = name.clone();
+        crate::gate::awaitable(
+            py,
+            async move { inner.call_tool(&name, args).await },
+            move |py, called| {
+                let called = called.map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+                Ok(to_dict(py, &called, "output", "tool", &label)?
+                    .into_any()
+                    .unbind())
+            },
+        )
     }
 
     /// The registered tools' OpenAI schemas (a list of dicts, in name order), each from the

@@ -98,6 +98,10 @@ impl PyEngine {
     }
 }
 
+fn exiting() -> EngineError {
+    unavailable("the Python interpreter is exiting".into())
+}
+
 fn unavailable(message: String) -> EngineError {
     EngineError::Unavailable {
         backend: "python",
@@ -113,7 +117,7 @@ impl InferenceBackend for PyEngine {
 
     async fn generate(&self, request: GenerateRequest) -> Result<GenerateResponse, EngineError> {
         let caller = self.caller(&request)?;
-        let future = Python::attach(|py| -> PyResult<_> {
+        let future = crate::gate::attach(|py| -> PyResult<_> {
             let s = &request.sampling;
             let d = PyDict::new(py);
             d.set_item("rid", &request.rid)?;
@@ -140,11 +144,12 @@ impl InferenceBackend for PyEngine {
                 .call_method1("agenerate", (caller.engine.bind(py), d))?;
             pyo3_async_runtimes::into_future_with_locals(&caller.locals, coro)
         })
+        .ok_or_else(exiting)?
         .map_err(|e| unavailable(format!("calling engine.agenerate: {e}")))?;
         let out = future
             .await
             .map_err(|e| unavailable(format!("engine.agenerate raised {e}")))?;
-        Python::attach(|py| -> PyResult<GenerateResponse> {
+        crate::gate::attach(|py| -> PyResult<GenerateResponse> {
             let o = out.bind(py);
             let stop: String = o.get_item("stop_reason")?.extract()?;
             Ok(GenerateResponse {
@@ -160,6 +165,7 @@ impl InferenceBackend for PyEngine {
                 ttft: o.get_item("ttft")?.extract()?,
             })
         })
+        .ok_or_else(exiting)?
         .map_err(|e| unavailable(format!("engine.agenerate returned something unusable: {e}")))
     }
 }

@@ -11,6 +11,7 @@
 
 mod components;
 mod engine;
+mod gate;
 mod report;
 
 use std::path::PathBuf;
@@ -223,11 +224,15 @@ impl Host {
             request.seed = s;
         }
         let host = self.host.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let r = host.run_episode(request).await;
-            drop(guard);
-            Python::attach(|py| report::to_python(py, r, report))
-        })
+        gate::awaitable(
+            py,
+            async move {
+                let r = host.run_episode(request).await;
+                drop(guard);
+                r
+            },
+            move |py, r| report::to_python(py, r, report),
+        )
     }
 
     /// Set the policy (weight) version stamped on tokens the engine does not stamp itself.
@@ -272,6 +277,11 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
+    let drain = wrap_pyfunction!(gate::drain, m)?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (&drain,))?;
+    m.add_function(drain)?;
     m.add_class::<Host>()?;
     m.add_class::<components::Components>()?;
     m.add("EpisodeError", m.py().get_type::<EpisodeError>())?;
