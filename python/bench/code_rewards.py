@@ -132,7 +132,8 @@ def pct(xs: list[float], q: float) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--python-exec", default=str(ROOT / "target/wasm-guests/python/python_exec_tool.wasm"))
+    ap.add_argument("--python-exec", default=str(ROOT / "target/wasm-guests/python/python_exec_tool.wasm"),
+                    help="a python-exec .wasm; \"\" for the built-in one")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--calls", type=int, default=20, help="sequential calls per program per round")
     ap.add_argument("--burst", type=int, default=128, help="calls in the 64-in-flight burst")
@@ -256,7 +257,7 @@ def real_breakdown(python_exec: str, picked: list[dict], n: int = 40) -> None:
     import rollbox
 
     c = rollbox.Components(
-        tools={"python": {"path": python_exec, "timeout": "10s", "max_boundary_bytes": "16MiB"}}
+        tools={"python": {"path": python_exec or "python-exec", "timeout": "10s", "max_boundary_bytes": "16MiB"}}
     )
 
     def imports_of(code: str) -> str:
@@ -297,7 +298,7 @@ def breakdown(python_exec: str, n: int = 50) -> None:
     import rollbox
 
     c = rollbox.Components(
-        tools={"python": {"path": python_exec, "timeout": "10s", "max_boundary_bytes": "16MiB"}},
+        tools={"python": {"path": python_exec or "python-exec", "timeout": "10s", "max_boundary_bytes": "16MiB"}},
         rewards={"code": {"path": "code", "timeout": "60s", "max_boundary_bytes": "64MiB"}},
     )
     program = PROGRAMS["pass"]
