@@ -87,10 +87,12 @@ fn main() {
         "wit",
         "guest-sdk/src",
         "guest-sdk/python/rollbox_sdk",
+        "guest-sdk/python/rollbox_wrap",
         "Cargo.toml",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(d).display());
     }
+    sdk_files(&root, &out);
     let dir = match std::env::var_os("ROLLBOX_BUILTIN_DIR") {
         Some(d) => PathBuf::from(d),
         None => {
@@ -151,6 +153,40 @@ fn main() {
     std::fs::write(out.join("builtin.rs"), table).expect("writing builtin.rs");
     std::fs::write(out.join("python_exec_absent.rs"), format!("{absent:?}\n"))
         .expect("writing python_exec_absent.rs");
+}
+
+/// `$OUT_DIR/sdk_files.rs`: the SDK and WIT files rollbox carries, as (path, contents): the
+/// Rust SDK crate's sources (`rollbox-sdk/src/`), the WIT (`wit/`), the Python SDK package
+/// (`rollbox_sdk/`), which `rollbox new` writes into a project, and the wrappers
+/// `rollbox build` puts around plain Python functions (`rollbox_wrap/`).
+fn sdk_files(root: &Path, out: &Path) {
+    let mut files = String::from("&[\n");
+    for (from, to, ext) in [
+        ("guest-sdk/src", "rollbox-sdk/src", "rs"),
+        ("wit", "wit", "wit"),
+        ("guest-sdk/python/rollbox_sdk", "rollbox_sdk", "py"),
+        ("guest-sdk/python/rollbox_wrap", "rollbox_wrap", "py"),
+    ] {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(root.join(from))
+            .unwrap_or_else(|e| panic!("reading {from}: {e}"))
+            .map(|e| e.expect("directory entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == ext))
+            .collect();
+        entries.sort();
+        for path in entries {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .expect("utf-8 name");
+            files.push_str(&format!(
+                "    ({:?}, include_str!({:?})),\n",
+                format!("{to}/{name}"),
+                path.display().to_string()
+            ));
+        }
+    }
+    files.push_str("]\n");
+    std::fs::write(out.join("sdk_files.rs"), files).expect("writing sdk_files.rs");
 }
 
 /// The table entry of the built-in `name` from `wasm`, with its sha256. The bytes embedded are

@@ -11,8 +11,15 @@ holds rewards and tools without a workflow; `rollbox.verl.compute_score`, `rollb
 and `rollbox.trl.reward_func` put them in verl and TRL.
 """
 
-from ._native import Components, EpisodeError, Host, build_info
-from .areal_types import GenerationHyperparameters, ModelRequest, ModelResponse
+import os as _os
+import sys as _sys
+
+# A `.py` reward or tool is built with the componentize-py and pip of this Python (its venv's
+# `rollbox[build]` extra), found through ROLLBOX_PYTHON.
+_os.environ.setdefault("ROLLBOX_PYTHON", _sys.executable)
+
+from ._native import Components, EpisodeError, Host, build_info  # noqa: E402
+from .areal_types import GenerationHyperparameters, ModelRequest, ModelResponse  # noqa: E402
 
 __all__ = [
     "Components",

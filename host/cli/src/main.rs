@@ -28,6 +28,8 @@ enum Command {
     Components(cmd::components::ComponentsArgs),
     /// Make a new component project (workflow, reward or tool; Rust or Python) that builds.
     New(cmd::new::NewArgs),
+    /// Build a plain Python reward or tool function, unchanged, into a component.
+    Build(cmd::build::BuildArgs),
     /// Run one episode of a workflow component and print the returned tensors or the error.
     Run(Box<cmd::run::RunArgs>),
     /// The main job: a dataset through a workflow, GRPO groups, safetensors batches.
@@ -42,9 +44,11 @@ impl Command {
         match self {
             Command::Rollout(a) => a.setup.config_file.as_deref(),
             Command::Serve(a) => a.setup.config_file.as_deref(),
-            Command::Inspect(_) | Command::Components(_) | Command::New(_) | Command::Run(_) => {
-                None
-            }
+            Command::Inspect(_)
+            | Command::Components(_)
+            | Command::New(_)
+            | Command::Build(_)
+            | Command::Run(_) => None,
         }
     }
 }
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
                 Command::Inspect(a) => cmd::inspect::run(a).map(|()| ExitCode::SUCCESS),
                 Command::Components(a) => cmd::components::run(a).map(|()| ExitCode::SUCCESS),
                 Command::New(a) => cmd::new::run(a).map(|()| ExitCode::SUCCESS),
+                Command::Build(a) => cmd::build::run(a).map(|()| ExitCode::SUCCESS),
                 Command::Run(a) => cmd::run::run(*a).await,
                 Command::Rollout(a) => cmd::rollout::run(*a).await.map(|()| ExitCode::SUCCESS),
                 Command::Serve(a) => cmd::serve::run(*a).await.map(|()| ExitCode::SUCCESS),

@@ -16,7 +16,39 @@ use rollbox_runtime::{
 use rollbox_tokenizer::HostTokenizer;
 
 use crate::builtin;
-use crate::spec::HostSpec;
+use crate::pybuild::{Kind, PyBuild};
+use crate::spec::{ComponentSpec, HostSpec};
+
+/// A reward or tool to register: its kind (`reward`, `tool`), name, spec and call policy.
+struct Registration<'a> {
+    kind: &'static str,
+    name: &'a str,
+    spec: &'a ComponentSpec,
+    policy: CallPolicy,
+}
+
+/// The code reward's runner where none is given: the built-in python-exec.
+static PYTHON_EXEC: std::sync::LazyLock<ComponentSpec> =
+    std::sync::LazyLock::new(|| ComponentSpec::new("python-exec"));
+
+/// The component `spec` names for a `kind` registration: a Python file built (or taken from
+/// the cache of builds), else a path or a built-in's name.
+fn source(kind: &'static str, spec: &ComponentSpec) -> anyhow::Result<ComponentSource> {
+    if let Some(mut b) = Kind::of(kind).and_then(|k| PyBuild::from_spec(k, &spec.path)) {
+        b.style = spec.style.clone();
+        b.requirements = spec.requirements.clone();
+        let wasm = b
+            .cached()
+            .with_context(|| format!("building {}", spec.path.display()))?;
+        return Ok(ComponentSource::File(wasm));
+    }
+    anyhow::ensure!(
+        spec.style.is_none() && spec.requirements.is_none(),
+        "`style` and `requirements` apply to a Python file (FILE.py[:FUNCTION]); {} is not one",
+        spec.path.display()
+    );
+    builtin::resolve(kind, &spec.path)
+}
 
 /// A workflow with its runtime, engine, tokenizer, rewards and tools, built from a
 /// [`HostSpec`]. Cheap to share: [`Host::rollout`] and [`Host::run_episode`] take `&self`.
@@ -181,18 +213,18 @@ impl HostSpec {
     }
 
     /// Register the spec's rewards and tools in `runtime` with their call policies.
-    #[allow(clippy::type_complexity)]
     fn register(
         &self,
         runtime: Arc<Runtime>,
-        policies: Vec<(&'static str, &str, &std::path::Path, CallPolicy)>,
+        policies: Vec<Registration<'_>>,
     ) -> anyhow::Result<Components> {
         let mut provenance = BTreeMap::from([(
             "rollbox_version".to_string(),
             env!("CARGO_PKG_VERSION").to_string(),
         )]);
-        for (kind, name, path, policy) in policies {
-            let source = builtin::resolve(kind, path)?;
+        for r in policies {
+            let (kind, name, path, policy) = (r.kind, r.name, r.spec.path.as_path(), r.policy);
+            let source = source(kind, r.spec)?;
             let registering = || format!("registering {kind} `{name}` ({})", path.display());
             let info = match kind {
                 "reward" => runtime.register::<RewardComponent>(name, &source, policy),
@@ -208,8 +240,7 @@ impl HostSpec {
     }
 
     /// Each reward's and tool's call policy, checked before anything is loaded.
-    #[allow(clippy::type_complexity)]
-    fn policies(&self) -> anyhow::Result<Vec<(&'static str, &str, &std::path::Path, CallPolicy)>> {
+    fn policies(&self) -> anyhow::Result<Vec<Registration<'_>>> {
         let mut out = Vec::new();
         for (kind, map, defaults) in [
             ("reward", &self.rewards, CallPolicy::default()),
@@ -219,7 +250,12 @@ impl HostSpec {
                 let policy = c
                     .policy(defaults.clone())
                     .with_context(|| format!("{kind} `{name}`"))?;
-                out.push((kind, name.as_str(), c.path.as_path(), policy));
+                out.push(Registration {
+                    kind,
+                    name: name.as_str(),
+                    spec: c,
+                    policy,
+                });
             }
         }
         // The built-in `code` reward runs each case with the tool `python`: where none is given
@@ -244,12 +280,12 @@ impl HostSpec {
                 limits: Arc::new(limits),
                 retries: 0,
             };
-            out.push((
-                "tool",
-                CODE_RUNNER,
-                std::path::Path::new("python-exec"),
+            out.push(Registration {
+                kind: "tool",
+                name: CODE_RUNNER,
+                spec: &PYTHON_EXEC,
                 policy,
-            ));
+            });
         }
         Ok(out)
     }

@@ -39,8 +39,17 @@ pub mod builtin;
 mod host;
 pub mod model;
 pub mod process;
+pub mod pybuild;
 mod spec;
 pub mod version;
+
+/// The SDK and WIT files rollbox carries, as (path, contents): `rollbox-sdk/src/*.rs` (the Rust
+/// SDK), `wit/*.wit`, `rollbox_sdk/*.py` (the Python SDK) and `rollbox_wrap/*.py` (the wrappers
+/// [`pybuild`] puts around plain Python functions).
+pub mod sdk {
+    /// The files.
+    pub const FILES: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/sdk_files.rs"));
+}
 
 pub use host::{Components, Host, inspect};
 pub use rollbox_runtime::{LimitError, LimitSpec};

@@ -177,16 +177,22 @@ impl HostSpec {
 /// (rewards: 15 s, 256 MiB, 3 retries; tools: 5 s, 128 MiB, no retries).
 ///
 /// Written as a string `PATH[,key=value...]` or as `{"path": ..., "retries": N, <limit
-/// key>: value, ...}`; the keys are `retries` and the limit keys ([`LIMIT_KEYS`](rollbox_runtime::limits::LIMIT_KEYS), `memory`
-/// for `max_memory`).
+/// key>: value, ...}`; the keys are `retries`, the limit keys ([`LIMIT_KEYS`](rollbox_runtime::limits::LIMIT_KEYS), `memory`
+/// for `max_memory`), and for a Python file `style` and `requirements`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ComponentSpec {
-    /// A `.wasm` path, or a built-in's name (`math`, `calculator`).
+    /// A `.wasm` path, a built-in's name (`math`, `calculator`), or a Python file
+    /// (`my_reward.py[:FUNCTION]`, built on first use: [`crate::pybuild`]).
     pub path: PathBuf,
     /// Attempts after the first one; `None`: the kind's default.
     pub retries: Option<u32>,
     /// Limits of each call, over the kind's defaults.
     pub limits: LimitSpec,
+    /// A Python reward's trainer shape (`verl`, `trl`, `areal`, `openrlhf`); `None`: told from
+    /// its parameters.
+    pub style: Option<String>,
+    /// A Python file's requirements file; `None`: its third-party imports.
+    pub requirements: Option<PathBuf>,
 }
 
 impl ComponentSpec {
@@ -196,6 +202,8 @@ impl ComponentSpec {
             path: path.into(),
             retries: None,
             limits: LimitSpec::default(),
+            style: None,
+            requirements: None,
         }
     }
 
@@ -219,8 +227,19 @@ impl ComponentSpec {
         Ok(spec)
     }
 
-    /// Set option `key` (`retries` or a limit key) from its text.
+    /// Set option `key` (`retries`, `style`, `requirements` or a limit key) from its text.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "style" => {
+                self.style = Some(value.trim().to_string());
+                return Ok(());
+            }
+            "requirements" => {
+                self.requirements = Some(PathBuf::from(value.trim()));
+                return Ok(());
+            }
+            _ => {}
+        }
         if key == "retries" {
             self.retries = Some(
                 value
@@ -232,7 +251,7 @@ impl ComponentSpec {
         }
         self.limits.set_text(key, value).map_err(|e| match e {
             LimitError::Unknown(k) => format!(
-                "unknown option `{k}`; use retries or a limit ({})",
+                "unknown option `{k}`; use retries, style, requirements or a limit ({})",
                 LimitKey::names()
             ),
             LimitError::Value(e) => e,

@@ -3,6 +3,7 @@
 //! A subcommand is a module here with its flags (`#[derive(Args)]`) and an `async fn run`,
 //! plus its variant and arm in `main.rs`.
 
+pub mod build;
 pub mod components;
 pub mod inspect;
 pub mod new;

@@ -8,8 +8,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
 
-/// The SDK files and the WIT, as (path in the project, contents).
-const FILES: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/scaffold_files.rs"));
+use rollbox_host::sdk::FILES;
 
 mod versions {
     include!(concat!(env!("OUT_DIR"), "/scaffold_versions.rs"));
