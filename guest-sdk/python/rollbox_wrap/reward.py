@@ -199,7 +199,7 @@ class _Call:
 
 def world(module: str, function: str, style: str | None, preimport=()):
     """The `WitWorld` class scoring with `module.function` in `style` (None: inferred)."""
-    fn = getattr(__import__(module), function, None)
+    fn = getattr(sandbox.load(module), function, None)
     if not callable(fn):
         raise ValueError(f"{module}.py has no function `{function}`")
     call = _Call(fn, style)
@@ -208,17 +208,21 @@ def world(module: str, function: str, style: str | None, preimport=()):
     class WitWorld(wit_world.WitWorld):
         def score(self, input) -> float:
             with sandbox.calling() as c:
+                value, failure = None, None
                 try:
                     value = call(input)
-                except Err:
-                    raise
+                except Err as e:
+                    failure = e
                 except BaseException as e:  # SystemExit too: a call's end is a result
-                    raise Err(f"{function} raised {type(e).__name__}: {str(e)[:2000]}")
+                    failure = Err(f"{function} raised {type(e).__name__}: {str(e)[:2000]}")
             if c.violations:
                 raise Err(
                     f"{function} needed what the sandbox lacks, so its score could differ from "
                     "the function's own: " + "; ".join(c.violations)
+                    + (f" (then: {failure.value})" if failure is not None else "")
                 )
+            if failure is not None:
+                raise failure
             return value
 
     return WitWorld

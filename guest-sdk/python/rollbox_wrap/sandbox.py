@@ -187,6 +187,23 @@ def _audit(event, args):
     raise FileNotFoundError(2, "file access is unavailable in the sandbox", path)
 
 
+def load(module: str):
+    """The user's file `module.py` (the first on sys.path), loaded by path as a trainer loads a
+    reward file, under a name of its own: a file named like a standard-library module
+    (`concurrent.py`) neither shadows nor is shadowed by it."""
+    import importlib.util
+
+    for entry in sys.path:
+        path = os.path.join(entry, module + ".py") if isinstance(entry, str) else None
+        if path and os.path.isfile(path):
+            spec = importlib.util.spec_from_file_location("rollbox_user_module", path)
+            loaded = importlib.util.module_from_spec(spec)
+            sys.modules["rollbox_user_module"] = loaded
+            spec.loader.exec_module(loaded)
+            return loaded
+    raise ImportError(f"{module}.py is not in the build")
+
+
 def seal(preimport=()) -> None:
     """After the user's module is imported (at build): import `preimport`, drop the build's
     garbage, freeze the heap, and refuse what would trap from now on."""

@@ -98,7 +98,7 @@ def schema(fn):
 
 def world(module: str, function: str, preimport=()):
     """The `WitWorld` class calling `module.function` as a tool."""
-    fn = getattr(__import__(module), function, None)
+    fn = getattr(sandbox.load(module), function, None)
     if not callable(fn):
         raise ValueError(f"{module}.py has no function `{function}`")
     described = json.dumps(schema(fn))
@@ -110,18 +110,22 @@ def world(module: str, function: str, preimport=()):
 
         def call(self, name: str, args: str) -> str:
             with sandbox.calling() as c:
+                text, failure = None, None
                 try:
                     kwargs = json.loads(args) if args.strip() else {}
                     if not isinstance(kwargs, dict):
                         raise Err("the arguments are not a JSON object")
                     out = fn(**kwargs)
                     text = out if isinstance(out, str) else json.dumps(out)
-                except Err:
-                    raise
+                except Err as e:
+                    failure = e
                 except BaseException as e:  # SystemExit too: a call's end is a result
-                    raise Err(f"{function} raised {type(e).__name__}: {str(e)[:2000]}")
+                    failure = Err(f"{function} raised {type(e).__name__}: {str(e)[:2000]}")
             if c.violations:
-                raise Err(f"{function} needed what the sandbox lacks: " + "; ".join(c.violations))
+                raise Err(f"{function} needed what the sandbox lacks: " + "; ".join(c.violations)
+                          + (f" (then: {failure.value})" if failure is not None else ""))
+            if failure is not None:
+                raise failure
             return text
 
     return WitWorld
