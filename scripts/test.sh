@@ -133,6 +133,8 @@ if [ $# -eq 0 ]; then
     else
         wait_install areal
         PYTHONPATH=python "$areal_python" python/tests/areal_parity.py 2>&1 | grep -v "Timeout is disabled"
+        # AReaL's own gsm8k_reward_fn, unchanged, built from its .py path (issue 56).
+        PYTHONPATH=python "$areal_python" python/tests/areal_own_reward.py 2>&1 | grep -v "Timeout is disabled"
         # The GSM8K example up to the trainer (training needs GPUs and an inference server).
         PYTHONPATH=python "$areal_python" python/examples/areal/gsm8k_rl.py --check \
             "${ROLLBOX_MODEL_DIR:-$HOME/.cache/rollbox/models}/SmolLM2-135M-Instruct.Q4_1.gguf"

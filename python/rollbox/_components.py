@@ -9,6 +9,10 @@ from typing import Any
 
 from ._native import Components
 
+# The options a trainer adapter passes on to a reward's spec: its limits and retries, and for a
+# `.py` reward its style and requirements file (`rollbox build`).
+OPTIONS = ("timeout", "retries", "max_memory", "memory", "fuel", "style", "requirements")
+
 _CACHE: dict[str, Components] = {}
 _LOCK = threading.Lock()
 

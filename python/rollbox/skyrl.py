@@ -23,7 +23,7 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 from . import _components
 
 # Per-call options passed through to the component (rollbox's limit keys).
-_OPTIONS = ("timeout", "retries", "max_memory", "memory", "fuel")
+_OPTIONS = _components.OPTIONS
 
 
 class RollboxEnv(BaseTextEnv):

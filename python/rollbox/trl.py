@@ -30,7 +30,7 @@ from typing import Any
 from . import _components
 
 # Per-call options passed through to the component (rollbox's limit keys).
-_OPTIONS = ("timeout", "retries", "max_memory", "memory", "fuel")
+_OPTIONS = _components.OPTIONS
 
 # Keyword arguments TRL passes that are not dataset columns.
 _NOT_COLUMNS = ("trainer_state", "log_extra", "log_metric", "environments")
@@ -90,11 +90,16 @@ class RewardFunc:
         n = len(completions)
 
         def row(i: int) -> dict[str, Any]:
-            return {
+            r = {
                 k: _plain(v[i])
                 for k, v in columns.items()
                 if isinstance(v, (list, tuple)) and len(v) == n
             }
+            if isinstance(prompts[i], list):
+                # A conversational prompt (messages): a `.py` reward in TRL's shape then gets
+                # its completions as messages too, as TRL gives them.
+                r["prompt"] = _plain(prompts[i])
+            return r
 
         results = await asyncio.gather(
             *(

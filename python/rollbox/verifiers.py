@@ -32,7 +32,7 @@ from typing import Any
 from . import _components
 
 # Per-call options passed through to the component (rollbox's limit keys).
-_OPTIONS = ("timeout", "retries", "max_memory", "memory", "fuel")
+_OPTIONS = _components.OPTIONS
 
 # vf.TaskData's fields that describe how to run the task, not the row: not sent to the component.
 _PLUMBING = (

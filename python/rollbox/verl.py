@@ -67,7 +67,7 @@ _CODE_SOURCES = ("codecontests", "apps", "codeforces", "taco")
 RESULT_KEYS = ("score", "acc", "fault", "error", "reward_ms", "attempts")
 
 # Per-call options passed through to the component (see rollbox's limit keys).
-_OPTIONS = ("timeout", "retries", "max_memory", "memory", "fuel", "max_boundary_bytes")
+_OPTIONS = _components.OPTIONS + ("max_boundary_bytes",)
 
 
 def reward_for(data_source: str) -> str:

@@ -7,8 +7,11 @@ its CPython 3.14, and snapshots the heap, so each call starts from the imported 
 
 * at import (build time), stdout/stderr, `logging` and `warnings` are pointed at the host's
   `log` (each line a record; before a call they go to the build's stderr), `logging` gets a
-  fixed clock (a record's timestamp would read a WASI clock), `linecache` reads no files, and
-  `ctypes` (absent in WASI CPython) gets the two-name stand-in sympy imports;
+  fixed clock (a record's timestamp would read a WASI clock), `linecache` reads no files,
+  `ctypes` (absent in WASI CPython) gets the two-name stand-in sympy imports, and
+  `signal.alarm` (absent too) is a no-op and a `ThreadPoolExecutor` runs what is submitted
+  at once (no thread starts in WASI): the host's per-call timeout bounds a call instead of an
+  alarm or a future's timeout;
 * [`seal`], called once the user's module is imported, drops the build's garbage, freezes the
   heap, and from then on refuses what would trap, as Python exceptions: an import of a bundled
   module that was not imported at build (it would read the file system), the clocks,
@@ -64,6 +67,45 @@ except ImportError:
     _ctypes.c_long = c_long
     _ctypes.sizeof = lambda t: 4  # C `long` on wasm32
     sys.modules["ctypes"] = _ctypes
+
+
+# --- signal: WASI CPython has no alarm ------------------------------------------------------------
+# math-verify's timeouts (TRL's accuracy_reward runs them in the main thread) call
+# `signal.alarm`. No signal is ever delivered in WASI, so an alarm never fires: the call is
+# bounded by the host's per-call timeout instead.
+import signal  # noqa: E402
+
+if not hasattr(signal, "alarm"):
+    signal.alarm = lambda seconds: 0
+if not hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM"):
+    signal.ITIMER_REAL = 0
+    signal.setitimer = lambda which, seconds, interval=0.0: (0.0, 0.0)
+
+
+# --- threads: WASI CPython starts none ------------------------------------------------------------
+# A `ThreadPoolExecutor` is how reward code puts a timeout on a call (AReaL's MathVerifyWorker:
+# `submit(...).result(timeout=5)`); its worker thread cannot start here (`can't start new
+# thread`, which such code catches and scores 0.0). Work submitted runs at once, in the call's
+# thread, and its future is done: the host's per-call timeout bounds it instead.
+import concurrent.futures  # noqa: E402
+import concurrent.futures.thread  # noqa: E402
+
+
+class _InlineExecutor(concurrent.futures.Executor):
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # the future carries it, as a worker's would
+            future.set_exception(e)
+        return future
+
+
+concurrent.futures.ThreadPoolExecutor = _InlineExecutor
+concurrent.futures.thread.ThreadPoolExecutor = _InlineExecutor
 
 
 # --- stdio, logging, warnings, linecache -------------------------------------------------------
@@ -204,11 +246,85 @@ def load(module: str):
     raise ImportError(f"{module}.py is not in the build")
 
 
+def _lazy_imports(module):
+    """The modules `module`'s source imports inside functions (absolute names)."""
+    import ast
+
+    path = getattr(module, "__file__", None)
+    if not path or not path.endswith(".py"):
+        return []
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    package = module.__name__ if hasattr(module, "__path__") else module.__name__.rpartition(".")[0]
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Import):
+                found.extend(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    if node.level - 1 > len(parts):
+                        continue
+                    head = ".".join(parts[: len(parts) - (node.level - 1)])
+                    base = f"{head}.{base}" if base else head
+                if base:
+                    found.append(base)
+                    found.extend(f"{base}.{a.name}" for a in node.names if a.name != "*")
+    return found
+
+
+def preimport_lazy() -> int:
+    """Import, until nothing new comes, what the bundled (not standard-library) modules import
+    inside their functions: a call then never imports (which would read the file system).
+    Modules that fail to import (optional extras) are left out. Returns how many came in."""
+    import importlib
+    import sysconfig
+
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    roots = tuple(
+        os.path.realpath(p) + os.sep for p in sys.path
+        if isinstance(p, str) and p and os.path.isdir(p)
+        and not os.path.realpath(p).startswith(stdlib)
+    )
+    seen, added = set(), 0
+    while True:
+        todo = [(n, m) for n, m in list(sys.modules.items()) if n not in seen]
+        if not todo:
+            return added
+        for name, module in todo:
+            seen.add(name)
+            path = getattr(module, "__file__", None)
+            if not path or not os.path.realpath(path).startswith(roots):
+                continue
+            for target in _lazy_imports(module):
+                if target in sys.modules:
+                    continue
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        importlib.import_module(target)
+                    added += 1
+                except BaseException:  # an optional extra, absent or failing here
+                    pass
+
+
 def seal(preimport=()) -> None:
-    """After the user's module is imported (at build): import `preimport`, drop the build's
-    garbage, freeze the heap, and refuse what would trap from now on."""
+    """After the user's module is imported (at build): import `preimport` and what bundled
+    modules import lazily, drop the build's garbage, freeze the heap, and refuse what would
+    trap from now on."""
     for name in preimport:
-        __import__(name)
+        try:
+            __import__(name)
+        except ImportError:
+            pass  # a lazy import of something absent fails the same way at run time
+    preimport_lazy()
     bundled = _bundled_modules()
 
     class _NoRuntimeImports:

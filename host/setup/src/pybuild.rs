@@ -472,7 +472,7 @@ impl Tools {
                 .and_then(|r| r.split_whitespace().next())
             {
                 bail!(
-                    "`{name}` has no pure-Python wheel (py3-none-any) for CPython {GUEST_PYTHON}: it needs native code, and the sandbox has none (only CPython's standard library, without ctypes, ssl or sqlite3). Use a pure-Python alternative, or leave the import inside a `try` block if it is optional. pip said: {}",
+                    "`{name}` has no pure-Python wheel (py3-none-any) for CPython {GUEST_PYTHON} on the index: either it has native code, which the sandbox cannot run (it has CPython's standard library only, without ctypes, ssl or sqlite3), or that version is published only as a source archive (then name a version with a wheel in --requirements). If the import is optional, keep it inside a `try` block. pip said: {}",
                     err.trim()
                 );
             }
