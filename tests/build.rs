@@ -358,12 +358,15 @@ fn build_js(
 /// wheels into a cache, then componentize-py), unless the output is newer than its sources.
 fn build_math_verify_reward(root: &Path, target_dir: &Path, skips: &mut Skips) -> PathBuf {
     let src = root.join("workflows/rewards/math-verify");
+    let shared = root.join("guest-sdk/python/rollbox_wrap");
     let script = root.join("scripts/guests/build-math-verify-reward.sh");
     println!("cargo:rerun-if-changed={}", src.display());
+    println!("cargo:rerun-if-changed={}", shared.display());
     println!("cargo:rerun-if-changed={}", script.display());
     let wasm = target_dir.join("python").join("math_verify_reward.wasm");
     let newest_source = std::fs::read_dir(&src)
         .expect("reading workflows/rewards/math-verify")
+        .chain(std::fs::read_dir(&shared).expect("reading guest-sdk/python/rollbox_wrap"))
         .chain(std::fs::read_dir(root.join("wit")).expect("reading wit/"))
         .filter_map(|e| e.ok()?.metadata().ok()?.modified().ok())
         .chain(std::fs::metadata(&script).and_then(|m| m.modified()).ok())

@@ -59,7 +59,7 @@ if [ ! -f "$deps/.complete" ]; then
     rm -rf "$deps.tmp/bin" "$deps.tmp/share"
     # Prime: one build writes the cpython-314 .pyc files the component's interpreter uses.
     (cd "$root" && "$cpy" -d wit -w reward componentize --stub-wasi \
-        -p workflows/rewards/math-verify -p "$deps.tmp" app -o "$deps.tmp/.prime.wasm" >/dev/null)
+        -p workflows/rewards/math-verify -p "$deps.tmp" -p guest-sdk/python app -o "$deps.tmp/.prime.wasm" >/dev/null)
     rm -f "$deps.tmp/.prime.wasm"
     touch "$deps.tmp/.complete"
     mv "$deps.tmp" "$deps"
@@ -67,7 +67,8 @@ fi
 
 mkdir -p "$(dirname "$out")"
 cd "$root"
-# The exact command (the deps directory is a second -p; the app directory comes first).
+# The exact command (the deps directory is a second -p, the shared sandbox module a third; the
+# app directory comes first).
 "$cpy" -d wit -w reward componentize --stub-wasi \
-    -p workflows/rewards/math-verify -p "$deps" app -o "$out"
+    -p workflows/rewards/math-verify -p "$deps" -p guest-sdk/python app -o "$out"
 ls -l "$out" >&2

@@ -197,12 +197,63 @@ class _Call:
         return _number(_first(out, "the result"), "the result")
 
 
-def world(module: str, function: str, style: str | None, preimport=()):
-    """The `WitWorld` class scoring with `module.function` in `style` (None: inferred)."""
+# Answers and references the warm-up scores at build: numbers, GSM8K's `####`, boxed LaTeX,
+# fractions, roots, sets, equations, text, and nothing.
+_WARMUP = (
+    ("The answer is 72.\n#### 72", "72"),
+    ("So the total is \\boxed{1,234}.", "1234"),
+    ("$\\boxed{\\frac{3}{4}}$", "\\frac{3}{4}"),
+    ("\\boxed{2\\sqrt{2}}", "\\sqrt{8}"),
+    ("\\boxed{(1, 3]}", "(1,3]"),
+    ("\\boxed{\\{1, 2\\}}", "\\{1,2\\}"),
+    ("\\boxed{x = 5}", "5"),
+    ("It is 25%.", "25\\%"),
+    ("\\boxed{\\text{(B)}}", "B"),
+    ("no answer here", "7"),
+    ("", ""),
+)
+
+
+class _Input:
+    """A reward-input for the warm-up."""
+
+    def __init__(self, completion, answer):
+        self.prompt = "Question: what is it?\n"
+        self.completion = completion
+        self.prompt_ids = [1, 2, 3]
+        self.completion_ids = [4, 5]
+        self.data = json.dumps({
+            "data_source": "openai/gsm8k", "answer": answer, "solution": answer,
+            "reward_model": {"ground_truth": answer}, "label": answer, "extra_info": {},
+            "prompt": [{"role": "user", "content": "Question: what is it?"}],
+        })
+
+
+def warm_up(call) -> None:
+    """Score `_WARMUP` once at build, results and exceptions discarded: what the function
+    compiles and caches on first use (regexes, parser tables, a worker object) is then in the
+    snapshot, so a call does not redo it; natively a trainer's process warms it once too."""
+    global _stats
+    stats, _stats = _stats, lambda extras: None  # no host imports before the snapshot
+    try:
+        for completion, answer in _WARMUP:
+            try:
+                call(_Input(completion, answer))
+            except BaseException:  # noqa: BLE001 - a warm-up result is thrown away
+                pass
+    finally:
+        _stats = stats
+
+
+def world(module: str, function: str, style: str | None, preimport=(), warm=True):
+    """The `WitWorld` class scoring with `module.function` in `style` (None: inferred),
+    warmed up on sample answers unless `warm` is false."""
     fn = getattr(sandbox.load(module), function, None)
     if not callable(fn):
         raise ValueError(f"{module}.py has no function `{function}`")
     call = _Call(fn, style)
+    if warm:
+        warm_up(call)
     sandbox.seal(preimport)
 
     class WitWorld(wit_world.WitWorld):

@@ -315,16 +315,17 @@ def preimport_lazy() -> int:
                     pass
 
 
-def seal(preimport=()) -> None:
-    """After the user's module is imported (at build): import `preimport` and what bundled
-    modules import lazily, drop the build's garbage, freeze the heap, and refuse what would
-    trap from now on."""
+def seal(preimport=(), lazy=True) -> None:
+    """After the user's module is imported (at build): import `preimport` and (with `lazy`)
+    what bundled modules import lazily, drop the build's garbage, freeze the heap, and refuse
+    what would trap from now on."""
     for name in preimport:
         try:
             __import__(name)
         except ImportError:
             pass  # a lazy import of something absent fails the same way at run time
-    preimport_lazy()
+    if lazy:
+        preimport_lazy()
     bundled = _bundled_modules()
 
     class _NoRuntimeImports:

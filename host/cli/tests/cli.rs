@@ -43,9 +43,9 @@ fn inspect_names_the_world_and_refuses_the_wrong_one() {
     );
 }
 
-#[test]
-fn run_rlvr_with_tokenizer_replay_engine_and_math_reward() {
-    let tmp = tempfile::tempdir().expect("tmp");
+/// "What is 6 * 7?" as rlvr asks it, answered `answer` by a replay file in `dir`: the messages,
+/// the prompt's and the answer's ids, and the file.
+fn replay_answer(dir: &std::path::Path, answer: &str) -> (Value, Vec<u32>, Vec<u32>, PathBuf) {
     let tok = HostTokenizer::load(&model()).expect("run scripts/install/fetch-model.sh");
     let messages = json!([{"role": "user", "content": "What is 6 * 7?"}]);
     let options = ChatOptions {
@@ -55,13 +55,19 @@ fn run_rlvr_with_tokenizer_replay_engine_and_math_reward() {
     let prompt = tok
         .apply_chat_template(&messages, &options)
         .expect("prompt");
-    let output = tok
-        .encode("6 * 7 = 42, so \\boxed{42}<|im_end|>", false)
-        .expect("output");
-    let replay = tmp.path().join("replay.jsonl");
+    let output = tok.encode(answer, false).expect("output");
+    let replay = dir.join("replay.jsonl");
     let record = json!({"input_ids": prompt, "output_tokens": output,
         "output_logprobs": vec![-0.5f32; output.len()], "stop_reason": "stop"});
     std::fs::write(&replay, record.to_string()).expect("write replay");
+    (messages, prompt, output, replay)
+}
+
+#[test]
+fn run_rlvr_with_tokenizer_replay_engine_and_math_reward() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (messages, prompt, output, replay) =
+        replay_answer(tmp.path(), "6 * 7 = 42, so \\boxed{42}<|im_end|>");
     let data = json!({"messages": messages, "answer": "42"}).to_string();
     let model_path = model().display().to_string();
     let engine = format!("replay:{}", replay.display());
@@ -722,4 +728,85 @@ fn python_exec_is_built_in_or_its_absence_names_the_install() {
             assert!(!ok && err.contains("pip install componentize-py"), "{err}");
         }
     }
+}
+
+/// Whether componentize-py is here to build Python components (the test command installs it
+/// and sets ROLLBOX_REQUIRE_GUESTS=1, where a missing one fails instead of skipping).
+fn componentize_py() -> bool {
+    let found = std::env::var_os("COMPONENTIZE_PY").is_some()
+        || std::env::var_os("PATH").is_some_and(|p| {
+            std::env::split_paths(&p).any(|d| d.join("componentize-py").is_file())
+        });
+    assert!(
+        found || std::env::var_os("ROLLBOX_REQUIRE_GUESTS").is_none_or(|v| v != "1"),
+        "componentize-py is missing (source scripts/install/test-env.sh)"
+    );
+    found
+}
+
+#[test]
+fn build_makes_a_plain_python_reward_that_run_scores_with() {
+    if !componentize_py() {
+        eprintln!("skipped: componentize-py is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("mine.py");
+    std::fs::write(
+        &file,
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    \
+         return {'score': 0.25 if ground_truth in solution_str else 0.0, 'hit': 1.0}\n",
+    )
+    .expect("write");
+    let out_wasm = tmp.path().join("mine.wasm");
+    let (ok, out, err) = rollbox(
+        &[
+            "build",
+            "reward",
+            &file.display().to_string(),
+            "-o",
+            &out_wasm.display().to_string(),
+        ],
+        tmp.path(),
+    );
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("reward `compute_score`"), "{out}");
+    assert!(out.contains("no third-party dependencies"), "{out}");
+    let (ok, out, _) = rollbox(&["inspect", &out_wasm.display().to_string()], tmp.path());
+    assert!(
+        ok && out.contains("world    rollbox:workflow/reward@0.1.1"),
+        "{out}"
+    );
+
+    // The .py path itself as `--reward`: built on first use into the cache, then scored.
+    let (messages, _, _, replay) = replay_answer(tmp.path(), "It is 42.<|im_end|>");
+    let (ok, out, err) = rollbox(
+        &[
+            "run",
+            c::WORKFLOW_RLVR,
+            "--tokenizer",
+            &model().display().to_string(),
+            "--engine",
+            &format!("replay:{}", replay.display()),
+            "--reward",
+            &format!("mine={}:compute_score,style=verl", file.display()),
+            "--config",
+            r#"{"reward": "mine"}"#,
+            "--data",
+            &json!({"messages": messages, "answer": "42"}).to_string(),
+            "--json",
+        ],
+        tmp.path(),
+    );
+    assert!(ok, "{out}\n{err}");
+    assert!(err.contains("building "), "{err}");
+    let v: Value = serde_json::from_str(&out).expect("--json prints JSON");
+    assert_eq!(v["stats"][0], json!(["reward", 0.25]), "{v}");
+
+    // Bad input names the thing and the fix.
+    let (ok, _, err) = rollbox(&["build", "reward", "mine.txt"], tmp.path());
+    assert!(!ok && err.contains("not a Python file"), "{err}");
+    let missing = format!("{}:nope", file.display());
+    let (ok, _, err) = rollbox(&["build", "reward", &missing], tmp.path());
+    assert!(!ok && err.contains("defines no function `nope`"), "{err}");
 }

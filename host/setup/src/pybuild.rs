@@ -89,6 +89,9 @@ pub struct PyBuild {
     pub requirements: Option<PathBuf>,
     /// Modules to import at build besides the file's own imports (ones it imports lazily).
     pub preimport: Vec<String>,
+    /// Score sample answers once at build (a reward), so what the function caches on first
+    /// use is in the snapshot; results are thrown away.
+    pub warm_up: bool,
 }
 
 /// What a build made.
@@ -120,6 +123,7 @@ impl PyBuild {
             style: None,
             requirements: None,
             preimport: Vec::new(),
+            warm_up: true,
         })
     }
 
@@ -272,6 +276,7 @@ impl PyBuild {
             self.style.as_deref().unwrap_or_default().as_bytes(),
         );
         field("preimport", self.preimport.join(",").as_bytes());
+        field("warm-up", &[u8::from(self.warm_up)]);
         field("file", &read_source(&self.file)?);
         if let Some(r) = &self.requirements {
             field("requirements", &read_source(r)?);
@@ -306,10 +311,11 @@ impl PyBuild {
         preimport.extend(analysis.preimport.iter().cloned());
         let app = match self.kind {
             Kind::Reward => format!(
-                "from rollbox_wrap.reward import world\nWitWorld = world({module:?}, {:?}, {}, {})\n",
+                "from rollbox_wrap.reward import world\nWitWorld = world({module:?}, {:?}, {}, {}, {})\n",
                 analysis.function,
                 py_str(self.style.as_deref()),
                 py_list(&preimport),
+                if self.warm_up { "True" } else { "False" },
             ),
             Kind::Tool => format!(
                 "from rollbox_wrap.tool import world\nWitWorld = world({module:?}, {:?}, {})\n",
@@ -584,13 +590,21 @@ impl Tools {
         if let Some(d) = deps {
             c.arg("-p").arg(d);
         }
-        let result = c
-            .arg(APP)
+        c.arg(APP)
             .arg("-o")
             .arg(out)
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let result = run_bounded(c, BUILD_TIMEOUT)
             .with_context(|| format!("running {}", self.componentize.display()))?;
+        let Some(result) = result else {
+            let _ = std::fs::remove_file(out);
+            bail!(
+                "building did not finish in {} s: importing the file, or scoring the warm-up answers with it, never returned (a loop at import time?)",
+                BUILD_TIMEOUT.as_secs()
+            );
+        };
         if !result.status.success() {
             let _ = std::fs::remove_file(out);
             bail!(
@@ -599,6 +613,42 @@ impl Tools {
             );
         }
         Ok(())
+    }
+}
+
+/// How long one componentize-py run may take: it imports the file and warms it up, so a file
+/// that loops at import must not hang the build (a sympy-sized build takes ~40 s here).
+const BUILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Run `c` to its end, or kill it after `limit` (`None`); its stderr is read meanwhile.
+fn run_bounded(
+    mut c: Command,
+    limit: std::time::Duration,
+) -> std::io::Result<Option<std::process::Output>> {
+    let mut child = c.spawn()?;
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = (&mut stderr).take(1 << 20).read_to_end(&mut text);
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+        text
+    });
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let stderr = reader.join().unwrap_or_default();
+            return Ok(Some(std::process::Output {
+                status,
+                stdout: Vec::new(),
+                stderr,
+            }));
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
 

@@ -16,10 +16,11 @@ The gold answer is the first of `answer`, `solution`, `reward_model.ground_truth
 `ground_truth`, `final_answer`, `gold`
 present (not null) in the row, passed through `str()` as AReaL does.
 
-Everything below the imports exists because the component runs with `--stub-wasi` (every WASI
-call traps) and is pre-initialised (componentize-py runs this module once at build time, in
-its CPython 3.14, and snapshots the heap, so each `score` call starts from the imported and
-warmed-up state and never imports anything):
+The component runs with `--stub-wasi` (every WASI call traps) and is pre-initialised
+(componentize-py runs this module once at build time, in its CPython 3.14, and snapshots the
+heap, so each `score` call starts from the imported and warmed-up state and never imports
+anything). `rollbox_wrap.sandbox` (guest-sdk/python, shared with `rollbox build`) does what that
+asks of any Python; this module adds the lazily imported modules and the warm-up:
 
 * sympy imports `ctypes` (only for `sizeof(c_long)`, used with gmpy2/flint ground types);
   the WASI Python has no `_ctypes`, so a two-name stand-in is installed for that import.
@@ -44,129 +45,16 @@ warmed-up state and never imports anything):
   computed without them could differ from AReaL's. None is reached on the corpus.
 """
 
-import gc
-import io
 import json
-import logging
-import os
-import sys
-import time
-import types
-import warnings
 
 import wit_world
 from componentize_py_types import Err
 from wit_world.imports import log as host_log
-# The world's other import (unused here), loaded now: componentize-py imports it after this
-# module, when the hook below refuses imports.
-from wit_world.imports import tools as _host_tools  # noqa: F401
 
-
-class _State:
-    in_call = False  # True while `score` runs (host imports are usable only then)
-    violations: list = []  # sandbox features reached during the current call
-
-
-def _violation(what: str):
-    if _State.in_call:
-        _State.violations.append(what)
-
-
-def _send(level, text: str):
-    """A line to the host's log while a call runs; to the real stderr at build time."""
-    text = text.rstrip("\n")
-    if not text:
-        return
-    if _State.in_call:
-        host_log.log(level, text)
-    else:
-        sys.__stderr__.write(text + "\n")
-
-
-# --- ctypes: sympy.external.gmpy does `from ctypes import c_long, sizeof` --------------------
-try:
-    import ctypes  # noqa: F401
-except ImportError:
-    _ctypes = types.ModuleType("ctypes")
-
-    class c_long:  # noqa: N801 - the name sympy imports
-        """Stand-in: only `sizeof(c_long)` is used (LONG_MAX for gmpy2/flint, absent here)."""
-
-    _ctypes.c_long = c_long
-    _ctypes.sizeof = lambda t: 4  # C `long` on wasm32
-    sys.modules["ctypes"] = _ctypes
-
-
-# --- stdio, logging, warnings, linecache ------------------------------------------------------
-class _HostStream(io.TextIOBase):
-    def __init__(self, level, name):
-        self._level = level
-        self._name = name
-        self._buf = ""
-
-    def writable(self):
-        return True
-
-    def write(self, s):
-        if not _State.in_call:
-            return sys.__stderr__.write(s)
-        self._buf += s
-        while "\n" in self._buf:
-            line, self._buf = self._buf.split("\n", 1)
-            if line.strip():
-                _send(self._level, f"{self._name}: {line}")
-        return len(s)
-
-    def flush(self):
-        if _State.in_call and self._buf:
-            _send(self._level, f"{self._name}: {self._buf}")
-            self._buf = ""
-
-
-class _HostLogHandler(logging.Handler):
-    _LEVELS = (
-        (logging.ERROR, host_log.Level.ERROR),
-        (logging.WARNING, host_log.Level.WARN),
-        (logging.INFO, host_log.Level.INFO),
-        (logging.DEBUG, host_log.Level.DEBUG),
-    )
-
-    def emit(self, record):
-        level = next((h for p, h in self._LEVELS if record.levelno >= p), host_log.Level.TRACE)
-        try:
-            _send(level, f"{record.name}: {record.getMessage()}")
-        except Exception:  # a bad format string must not fail the score
-            pass
-
-
-class _FixedClock:
-    """logging's `time`: records get created=0 instead of a trapping clock read."""
-
-    @staticmethod
-    def time():
-        return 0.0
-
-    @staticmethod
-    def time_ns():
-        return 0
-
-
-logging.time = _FixedClock
-logging.logThreads = False
-logging.logProcesses = False
-logging.logMultiprocessing = False
-logging.logAsyncioTasks = False
-logging.getLogger().addHandler(_HostLogHandler())
-
-
-def _showwarning(message, category, filename, lineno, file=None, line=None):
-    _send(host_log.Level.WARN, f"{category.__name__}: {message} ({filename}:{lineno})")
-
-
-import linecache  # noqa: E402
-
-linecache.checkcache = lambda filename=None: None
-linecache.updatecache = lambda filename, module_globals=None: []
+# What the sandbox needs of any Python (stdio, logging, warnings and linecache to the host's
+# log; the ctypes stand-in sympy imports; after `seal`, no imports, clocks, entropy or files):
+# the module `rollbox build` wraps plain functions with (guest-sdk/python/rollbox_wrap).
+from rollbox_wrap import sandbox
 
 
 # --- the real thing ----------------------------------------------------------------------------
@@ -195,7 +83,7 @@ def areal_verify(response: str, ground_truth: str) -> float:
     try:
         return verify_impl(response, ground_truth)
     except Exception as e:
-        _send(host_log.Level.WARN, f"math-verify raised {type(e).__name__}: {e}; scored 0.0")
+        sandbox.send(host_log.Level.WARN, f"math-verify raised {type(e).__name__}: {e}; scored 0.0")
         return 0.0
 
 
@@ -284,85 +172,10 @@ for _gold, _pred in _WARMUP:
 del _gold, _pred
 
 
-# --- after the snapshot: no file system, clocks or entropy -------------------------------------
-def _bundled_modules():
-    """Dotted names of every module on sys.path (read now, at build time)."""
-    names = set()
-    for entry in sys.path:
-        if not isinstance(entry, str) or not os.path.isdir(entry):
-            continue
-        for root, dirs, files in os.walk(entry):
-            rel = os.path.relpath(root, entry)
-            prefix = "" if rel == "." else rel.replace(os.sep, ".") + "."
-            if prefix and not os.path.exists(os.path.join(root, "__init__.py")):
-                dirs[:] = []
-                continue
-            dirs[:] = [d for d in dirs if d != "__pycache__" and d.isidentifier()]
-            for f in files:
-                if f.endswith(".py") and f != "__init__.py":
-                    names.add(prefix + f[:-3])
-            for d in dirs:
-                names.add(prefix + d)
-    return frozenset(names)
-
-
-_BUNDLED = _bundled_modules()
-
-# Drop the build-time garbage (a smaller snapshot), then move every surviving object to the
-# permanent generation, so a collection during a call never walks sympy's import-time heap.
-gc.collect()
-gc.freeze()
-
-
-class _NoRuntimeImports:
-    """First on sys.meta_path: an import that would read the file system is refused."""
-
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        if name in _BUNDLED:
-            _violation(f"import of {name} (not imported at build time)")
-        raise ModuleNotFoundError(f"No module named {name!r} (reward sandbox)", name=name)
-
-
-def _trap_guard(name, fn_name):
-    def refuse(*args, **kwargs):
-        _violation(f"{name}.{fn_name}()")
-        raise OSError(f"{name}.{fn_name} is unavailable in the reward sandbox")
-
-    return refuse
-
-
-for _fn in ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns",
-            "process_time", "process_time_ns", "thread_time", "thread_time_ns", "sleep"):
-    if hasattr(time, _fn):
-        setattr(time, _fn, _trap_guard("time", _fn))
-os.urandom = _trap_guard("os", "urandom")
-sys.meta_path.insert(0, _NoRuntimeImports)
-
-
-def _audit(event, args):
-    """Refuse file opens while a call runs (a WASI call: a trap), as a Python exception.
-
-    CPython opens the file named in a `SyntaxError` raised by `compile(..., "exec")` to show
-    the offending line: `ast.parse` names it `<unknown>`, and sympy's `parse_expr(...,
-    evaluate=False)` (math-verify's expression extraction) calls `ast.parse` on candidate
-    expressions like `(58).`. Natively that `fopen` fails and the message falls back to the
-    source string; here it would trap. `_Py_fopen_obj` raises the `open` audit event first, and
-    an exception from the hook is the same failed open. Pseudo-file names (`<...>`) are refused
-    quietly; any other open is a sandbox violation.
-    """
-    if event != "open" or not _State.in_call:
-        return
-    path = args[0] if args else None
-    if not (isinstance(path, str) and path.startswith("<") and path.endswith(">")):
-        _violation(f"open({path!r})")
-    raise FileNotFoundError(2, "file access is unavailable in the reward sandbox", path)
-
-
-sys.addaudithook(_audit)
-sys.stdout = _HostStream(host_log.Level.INFO, "stdout")
-sys.stderr = _HostStream(host_log.Level.WARN, "stderr")
-warnings.showwarning = _showwarning
+# The snapshot: no file system, clocks or entropy from here on. The lazily imported modules
+# are the list and warm-up above (following every lazy import of sympy would double the
+# component's size).
+sandbox.seal(lazy=False)
 
 
 # The same keys, in the same order, as the Rust `math` reward's REFERENCE_KEYS.
@@ -391,21 +204,22 @@ def gold_answer(row):
 
 class WitWorld(wit_world.WitWorld):
     def score(self, input) -> float:
-        _State.in_call = True
-        _State.violations = []
-        try:
+        with sandbox.calling() as c:
+            value, failure = None, None
             try:
                 row = json.loads(input.data) if input.data else {}
             except ValueError as e:
-                raise Err(f"the row is not JSON: {e}")
-            value = areal_verify(str(input.completion), str(gold_answer(row)))
-            sys.stdout.flush()
-            sys.stderr.flush()
-            if _State.violations:
-                raise Err(
-                    "math-verify needed what the sandbox lacks, so the score may differ from "
-                    "AReaL's: " + "; ".join(dict.fromkeys(_State.violations))
-                )
-            return value
-        finally:
-            _State.in_call = False
+                failure = Err(f"the row is not JSON: {e}")
+            else:
+                try:
+                    value = areal_verify(str(input.completion), str(gold_answer(row)))
+                except Err as e:
+                    failure = e
+        if c.violations:
+            raise Err(
+                "math-verify needed what the sandbox lacks, so the score may differ from "
+                "AReaL's: " + "; ".join(c.violations)
+            )
+        if failure is not None:
+            raise failure
+        return value

@@ -37,6 +37,11 @@ pub struct BuildArgs {
     /// e.g. inside a library); repeatable.
     #[arg(long)]
     preimport: Vec<String>,
+    /// Do not score sample answers with a reward at build. By default it scores a few once
+    /// (results thrown away), so what it compiles and caches on first use (regexes, parser
+    /// tables) is in the snapshot instead of redone on every call.
+    #[arg(long)]
+    no_warm_up: bool,
     /// The component to write (default: FILE with `.wasm`); the lock of its dependencies is
     /// written beside it (`.lock`).
     #[arg(short, long)]
@@ -58,6 +63,7 @@ pub fn run(a: BuildArgs) -> anyhow::Result<()> {
     b.style = a.style;
     b.requirements = a.requirements;
     b.preimport = a.preimport;
+    b.warm_up = !a.no_warm_up;
     let out = a.out.unwrap_or_else(|| b.file.with_extension("wasm"));
     let lock = out.with_extension("lock");
     let built = b.build(&out, Some(&lock))?;
