@@ -33,7 +33,7 @@ import wit_world
 from componentize_py_types import Err
 from wit_world.imports import log as host_log
 
-from rollbox_wrap import sandbox
+from rollbox_wrap import sandbox, warmup
 
 STYLES = ("verl", "trl", "areal", "openrlhf")
 
@@ -197,23 +197,6 @@ class _Call:
         return _number(_first(out, "the result"), "the result")
 
 
-# Answers and references the warm-up scores at build: numbers, GSM8K's `####`, boxed LaTeX,
-# fractions, roots, sets, equations, text, and nothing.
-_WARMUP = (
-    ("The answer is 72.\n#### 72", "72"),
-    ("So the total is \\boxed{1,234}.", "1234"),
-    ("$\\boxed{\\frac{3}{4}}$", "\\frac{3}{4}"),
-    ("\\boxed{2\\sqrt{2}}", "\\sqrt{8}"),
-    ("\\boxed{(1, 3]}", "(1,3]"),
-    ("\\boxed{\\{1, 2\\}}", "\\{1,2\\}"),
-    ("\\boxed{x = 5}", "5"),
-    ("It is 25%.", "25\\%"),
-    ("\\boxed{\\text{(B)}}", "B"),
-    ("no answer here", "7"),
-    ("", ""),
-)
-
-
 class _Input:
     """A reward-input for the warm-up."""
 
@@ -230,17 +213,19 @@ class _Input:
 
 
 def warm_up(call) -> None:
-    """Score `_WARMUP` once at build, results and exceptions discarded: what the function
-    compiles and caches on first use (regexes, parser tables, a worker object) is then in the
-    snapshot, so a call does not redo it; natively a trainer's process warms it once too."""
+    """Score `warmup.PAIRS` (both ways) at build, results and exceptions discarded: what the
+    function compiles and caches on first use (regexes, parser tables, a worker object) is
+    then in the snapshot, so a call does not redo it; natively a trainer's process warms it
+    once too."""
     global _stats
     stats, _stats = _stats, lambda extras: None  # no host imports before the snapshot
     try:
-        for completion, answer in _WARMUP:
-            try:
-                call(_Input(completion, answer))
-            except BaseException:  # noqa: BLE001 - a warm-up result is thrown away
-                pass
+        for gold, completion in warmup.PAIRS:
+            for answer, text in ((gold, completion), (completion, gold)):
+                try:
+                    call(_Input(text, answer))
+                except BaseException:  # noqa: BLE001 - a warm-up result is thrown away
+                    pass
     finally:
         _stats = stats
 

@@ -35,6 +35,7 @@ import pytest
 import verl.utils.reward_score as verl_scores
 import trl.rewards.accuracy_rewards as trl_accuracy
 
+import rollbox
 import rollbox.trl
 import rollbox.verl
 
@@ -161,5 +162,64 @@ def native_accuracy(completions, solutions, first_on_path: Path):
         "json.dump(accuracy_reward(c, s), sys.stdout)\n"
     )
     run = subprocess.run([sys.executable, "-c", script], input=json.dumps([completions, solutions]),
+                         capture_output=True, text=True, check=True)
+    return json.loads(run.stdout)
+
+
+OPENRLHF = '''
+import re
+
+import math_verify
+
+
+def reward_func(queries, prompts, labels):
+    """An OpenRLHF remote reward file's shape: math-verify on the response after the prompt."""
+    rewards = []
+    for query, prompt, label in zip(queries, prompts, labels):
+        response = query[len(prompt):]
+        gold = math_verify.parse(str(label), parsing_timeout=None)
+        pred = math_verify.parse(response, parsing_timeout=None)
+        ok = bool(gold) and bool(pred) and math_verify.verify(gold, pred, timeout_seconds=None)
+        boxed = 0.1 if re.search(r"\\\\boxed\\{", response) else 0.0
+        rewards.append((1.0 if ok else 0.0) + boxed)
+    return {"rewards": rewards, "scores": rewards, "extra_logs": {"boxed": [r % 1 for r in rewards]}}
+'''
+
+
+def test_an_openrlhf_reward_file_gives_its_own_scores(tmp_path):
+    """An OpenRLHF-shaped `reward_func(queries, prompts, labels)` file (math-verify bundled,
+    pinned to this venv's versions), scored one sample at a time as `rollbox serve` scores
+    OpenRLHF's batches, equals the function called natively on each sample."""
+    path = tmp_path / "openrlhf_reward.py"
+    path.write_text(OPENRLHF)
+    pins = [f"{p}=={importlib.metadata.version(p)}"
+            for p in ("math-verify", "latex2sympy2_extended", "sympy", "mpmath")]
+    (tmp_path / "requirements.txt").write_text("\n".join(pins + ["antlr4-python3-runtime==4.13.2"]))
+    c = rollbox.Components(rewards={"r": {
+        "path": f"{path}:reward_func", "requirements": str(tmp_path / "requirements.txt"),
+        "timeout": "60s"}})
+    pairs = corpus(PAIRS_PER_FILE)
+    prompt = "Question: solve it.\n"
+    got = gather(c.score("r", completion, prompt=prompt, data={"label": truth})
+                 for completion, truth in pairs)
+    want = native_openrlhf(path, [prompt + c for c, _ in pairs], prompt,
+                           [t for _, t in pairs], antlr_4_13_2())
+    differ = [(c[-80:], t, g["score"], g["error"], w)
+              for (c, t), g, w in zip(pairs, got, want) if g["score"] != w]
+    print(f"openrlhf reward_func: {len(pairs) - len(differ)}/{len(pairs)} equal")
+    assert not differ, differ[:5]
+
+
+def native_openrlhf(path: Path, queries, prompt, labels, first_on_path: Path):
+    """The file's reward_func natively, one sample a call, with `first_on_path` first."""
+    script = (
+        "import importlib.util, json, sys\n"
+        f"sys.path.insert(0, {str(first_on_path)!r})\n"
+        f"spec = importlib.util.spec_from_file_location('r', {str(path)!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "q, p, l = json.load(sys.stdin)\n"
+        "json.dump([m.reward_func([a], [p], [b])['rewards'][0] for a, b in zip(q, l)], sys.stdout)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], input=json.dumps([queries, prompt, labels]),
                          capture_output=True, text=True, check=True)
     return json.loads(run.stdout)

@@ -103,63 +103,11 @@ _PREIMPORT = (
 for _name in _PREIMPORT:
     __import__(_name)
 
-# (gold, completion) pairs over the shapes math-verify handles: numbers, units, currency,
-# percentages, fractions, roots, pi, intervals, sets, tuples, matrices, equations,
-# inequalities, functions. Running them here imports what they need, compiles math-verify's
-# regexes and fills antlr4's DFA cache before the snapshot; results are discarded.
-_WARMUP = (
-    ("#### 72", "So the answer is \\boxed{72}."),
-    ("#### 1,234", "The total is 1,234 dollars."),
-    ("18", "The answer is $18.00."),
-    ("-7", "Final answer: -7"),
-    ("25\\%", "That is 25%."),
-    ("\\frac{3}{4}", "$\\boxed{\\dfrac{6}{8}}$"),
-    ("0.75", "\\boxed{3/4}"),
-    ("2\\frac{1}{2}", "\\boxed{\\frac{5}{2}}"),
-    ("\\sqrt{2}", "\\boxed{\\frac{2}{\\sqrt{2}}}"),
-    ("2\\sqrt[3]{5}", "\\boxed{\\sqrt[3]{40}}"),
-    ("\\pi", "\\boxed{3.14159265}"),
-    ("2\\pi r", "\\boxed{2 \\pi r}"),
-    ("(1, 3]", "\\boxed{(1,3]}"),
-    ("[0, \\infty)", "\\boxed{x \\geq 0}"),
-    ("(-\\infty, 2) \\cup (3, \\infty)", "\\boxed{(-\\infty,2)\\cup(3,\\infty)}"),
-    ("\\{1, 2, 3\\}", "\\boxed{\\{3, 2, 1\\}}"),
-    ("(2, -1)", "\\boxed{(2,-1)}"),
-    ("\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
-     "\\boxed{\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}}"),
-    ("x = 5", "\\boxed{x=5}"),
-    ("y = 2x + 3", "\\boxed{y=3+2x}"),
-    ("x^2 + 2x + 1", "\\boxed{(x+1)^2}"),
-    ("\\frac{x+1}{x-1}", "\\boxed{\\frac{1+x}{-1+x}}"),
-    ("x < 3", "\\boxed{x<3}"),
-    ("\\sin^2 x + \\cos^2 x", "\\boxed{1}"),
-    ("\\log_2 8", "\\boxed{3}"),
-    ("\\ln(e^2)", "\\boxed{2}"),
-    ("e^{i\\pi}", "\\boxed{-1}"),
-    ("3 + 4i", "\\boxed{4i+3}"),
-    ("\\binom{5}{2}", "\\boxed{10}"),
-    ("5!", "\\boxed{120}"),
-    ("|{-3}|", "\\boxed{3}"),
-    ("\\lfloor 2.5 \\rfloor", "\\boxed{2}"),
-    ("90^\\circ", "\\boxed{\\frac{\\pi}{2}}"),
-    ("5 \\text{ cm}", "\\boxed{5\\text{ cm}}"),
-    ("10 \\text{ meters}", "The length is \\boxed{10 \\text{ m}}."),
-    ("\\$5.50", "It costs \\boxed{\\$5.50}."),
-    ("\\text{(B)}", "\\boxed{B}"),
-    ("\\sum_{k=1}^{3} k", "\\boxed{6}"),
-    ("\\int_0^1 x\\,dx", "\\boxed{\\frac{1}{2}}"),
-    ("\\lim_{x \\to 0} \\frac{\\sin x}{x}", "\\boxed{1}"),
-    ("\\frac{d}{dx} x^2", "\\boxed{2x}"),
-    ("f(x) = x^2", "\\boxed{f(x)=x^2}"),
-    ("a = 1, b = 2", "\\boxed{a=1, b=2}"),
-    ("1 \\text{ and } 2", "\\boxed{1, 2}"),
-    ("\\emptyset", "\\boxed{\\varnothing}"),
-    ("\\mathbb{R}", "\\boxed{(-\\infty,\\infty)}"),
-    ("1.5e3", "\\boxed{1500}"),
-    ("\\frac{1}{3}", "0.333333"),
-    ("\\text{no solution}", "There is no answer here."),
-    ("12", "Twelve apples, so \\boxed{12"),
-)
+# Warm-up pairs (rollbox_wrap.warmup, shared with `rollbox build`): running them here imports
+# what they need, compiles math-verify's regexes and fills antlr4's DFA cache before the
+# snapshot; results are discarded.
+from rollbox_wrap.warmup import PAIRS as _WARMUP  # noqa: E402
+
 for _gold, _pred in _WARMUP:
     try:
         verify_impl(_pred, _gold)
