@@ -37,7 +37,7 @@ fn components_parse_from_text_and_maps() {
     }
     let e = ComponentSpec::parse("m.wasm,colour=red").expect_err("unknown");
     assert!(
-        e.contains("retries or a limit (max_memory, timeout, fuel"),
+        e.contains("retries, style, requirements or a limit (max_memory, timeout, fuel"),
         "{e}"
     );
 }
