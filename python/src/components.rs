@@ -33,6 +33,27 @@ fn hint(setting: &Setting, kind: &str, name: &str) -> String {
     }
 }
 
+/// `fut`'s result as an awaitable of its dict ([`to_dict`]); an error of the call itself (no
+/// such component) raises `ValueError`.
+fn called_dict<'py, T, F>(
+    py: Python<'py>,
+    fut: F,
+    value_key: &'static str,
+    kind: &'static str,
+    name: String,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: for<'a> IntoPyObject<'a> + Clone + Send + 'static,
+    F: std::future::Future<Output = anyhow::Result<Called<T>>> + Send + 'static,
+{
+    crate::gate::awaitable(py, fut, move |py, called| {
+        let called = called.map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+        Ok(to_dict(py, &called, value_key, kind, &name)?
+            .into_any()
+            .unbind())
+    })
+}
+
 /// `called` as a dict: `value_key` (the value, None on a fault), `fault` (the fault's kind,
 /// None on success), `error` (what happened and what to change), `wall_s`, `fuel`,
 /// `peak_memory_bytes`, `attempts` and `logs` (the last attempt's `{"level", "message"}`).
@@ -138,15 +159,12 @@ impl Components {
         };
         let inner = self.inner.clone();
         let label = name.clone();
-        crate::gate::awaitable(
+        called_dict(
             py,
             async move { inner.score(&name, call).await },
-            move |py, called| {
-                let called = called.map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
-                Ok(to_dict(py, &called, "score", "reward", &label)?
-                    .into_any()
-                    .unbind())
-            },
+            "score",
+            "reward",
+            label,
         )
     }
 
@@ -165,15 +183,12 @@ impl Components {
         };
         let inner = self.inner.clone();
         let label = name.clone();
-        crate::gate::awaitable(
+        called_dict(
             py,
             async move { inner.call_tool(&name, args).await },
-            move |py, called| {
-                let called = called.map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
-                Ok(to_dict(py, &called, "output", "tool", &label)?
-                    .into_any()
-                    .unbind())
-            },
+            "output",
+            "tool",
+            label,
         )
     }
 

@@ -351,12 +351,18 @@ impl PyBuild {
             tools.componentize(self.kind, stage, Some(deps), &prime)?;
             let _ = std::fs::remove_file(prime);
         }
-        let tmp = out.with_file_name(format!(
-            ".{}.part",
-            out.file_name().and_then(|n| n.to_str()).unwrap_or("out")
-        ));
-        tools.componentize(self.kind, stage, deps.as_ref().map(|d| d.0.as_path()), &tmp)?;
-        std::fs::rename(&tmp, out).with_context(|| format!("writing {}", out.display()))?;
+        // componentize-py writes into the private stage, never at a predictable name beside
+        // `out` (whose folder others may write to); `out` gets the bytes through a new file.
+        let built = stage.join(".component.wasm");
+        tools.componentize(
+            self.kind,
+            stage,
+            deps.as_ref().map(|d| d.0.as_path()),
+            &built,
+        )?;
+        let bytes =
+            std::fs::read(&built).with_context(|| format!("reading {}", built.display()))?;
+        write_file(out, &bytes)?;
         Ok(Built {
             wasm: out.to_path_buf(),
             function: analysis.function,
@@ -693,9 +699,16 @@ fn which(name: &str) -> Option<PathBuf> {
 
 /// A user's source file (at most 64 MiB).
 fn read_source(path: &Path) -> anyhow::Result<Vec<u8>> {
+    const MAX: u64 = 64 << 20;
     let f = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
     let mut bytes = Vec::new();
-    f.take(64 << 20).read_to_end(&mut bytes)?;
+    f.take(MAX + 1).read_to_end(&mut bytes)?;
+    anyhow::ensure!(
+        bytes.len() as u64 <= MAX,
+        "{} is over {} MiB; a reward's sources are far smaller",
+        path.display(),
+        MAX >> 20
+    );
     Ok(bytes)
 }
 
