@@ -125,6 +125,72 @@ fn compiled_components_are_cached_by_sha256() {
     let _ = test_cache_dir();
 }
 
+/// A component file loaded before is known by its identity and not read again; bytes written
+/// into the same file (same path, same inode, its old modification time put back) make it
+/// miss, and what loads is the new bytes' component, never the old one's cached code.
+#[tokio::test]
+async fn a_component_file_rewritten_in_place_loads_its_new_bytes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("cache");
+    let file = tmp.path().join("component.wasm");
+    std::fs::write(&file, std::fs::read(c::TRIVIAL).expect("trivial")).expect("copy");
+    // Recorded only once its change time is over a second old.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let trivial = cached_runtime(&dir).inspect(&file).expect("trivial");
+    let known = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .expect("cache dir")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".src"))
+            })
+            .count()
+    };
+    assert_eq!(known(&dir), 1, "the file's identity is recorded");
+    // Another runtime finds it by its identity: the same component.
+    let again = cached_runtime(&dir).inspect(&file).expect("again");
+    assert_eq!(again.sha256, trivial.sha256);
+
+    let mtime = std::fs::metadata(&file)
+        .expect("meta")
+        .modified()
+        .expect("mtime");
+    let echo = std::fs::read(c::WORKFLOW_ECHO).expect("echo");
+    std::fs::write(&file, &echo).expect("rewrite in place");
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .expect("open")
+        .set_modified(mtime)
+        .expect("old mtime back");
+    let rt = cached_runtime(&dir);
+    let info = rt.inspect(&file).expect("rewritten");
+    assert_ne!(info.sha256, trivial.sha256);
+    assert_eq!(info.sha256, hex_sha256(&echo));
+    // And it runs as echo.
+    let loaded = rt.load::<WorkflowComponent>(&file).expect("load");
+    let r = rt
+        .run_episode(
+            &rollbox_runtime::Scope::default(),
+            &loaded,
+            rollbox_runtime::EpisodeRequest::new("echo-s0", json!({"input_ids": [1, 2, 3]})),
+            Arc::new(Limits::default()),
+        )
+        .await;
+    let rollbox_runtime::EpisodeOutcome::Accepted(t) = &r.outcome else {
+        panic!("echo's episode: {} ({})", r.outcome.kind(), r.stderr)
+    };
+    assert_eq!(
+        t.get("input_ids").expect("input_ids").data().expect("data"),
+        rollbox_tensor::TensorData::I32(vec![1, 2, 3, 7, 8, 2])
+    );
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
 /// The compiled entries (`*.cwasm`) in a cache directory, by file name.
 fn cache_entries(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)

@@ -132,17 +132,20 @@ impl ToolComponent {
     }
 }
 
-/// Read a component file: a regular file (a symlink to one is followed) of at most
-/// [`MAX_COMPONENT_FILE_BYTES`]. A directory, FIFO, socket or device (`/dev/zero`) is refused
-/// without reading from it: the file is opened non-blocking (a FIFO with no writer would block
-/// the open) and checked on the open descriptor, and the read is bounded even if the file grows.
-pub(crate) fn read_component_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+/// Open a component file: a regular file (a symlink to one is followed) of at most
+/// [`MAX_COMPONENT_FILE_BYTES`], with its metadata. A directory, FIFO, socket or device
+/// (`/dev/zero`) is refused without reading from it: the file is opened non-blocking (a FIFO
+/// with no writer would block the open) and checked on the open descriptor.
+pub(crate) fn open_component_file(
+    path: &Path,
+) -> anyhow::Result<(std::fs::File, std::fs::Metadata)> {
     let file = rollbox_tokenizer::file::open_regular(path).map_err(|e| match e.kind() {
-        // A directory, FIFO, socket or device: read_component names what to pass instead.
+        // A directory, FIFO, socket or device: check_component_file names what to pass instead.
         std::io::ErrorKind::InvalidInput => anyhow::anyhow!("{} {e}", path.display()),
         _ => anyhow::anyhow!("cannot read component {}: {e}", path.display()),
     })?;
-    read_component(file, path)
+    let meta = check_component_file(&file, path)?;
+    Ok((file, meta))
 }
 
 /// Read a component from `file`, already open (`path` names it in messages): it must be a
@@ -150,7 +153,12 @@ pub(crate) fn read_component_file(path: &Path) -> anyhow::Result<Vec<u8>> {
 /// is bounded even if the file grows. Open it non-blocking (`O_NONBLOCK`), so a FIFO put in
 /// its place cannot block the open.
 pub fn read_component(file: std::fs::File, path: &Path) -> anyhow::Result<Vec<u8>> {
-    use std::io::Read as _;
+    check_component_file(&file, path)?;
+    read_open_component(&file, path)
+}
+
+/// The metadata of `file` if it is a regular file within [`MAX_COMPONENT_FILE_BYTES`].
+fn check_component_file(file: &std::fs::File, path: &Path) -> anyhow::Result<std::fs::Metadata> {
     let meta = file
         .metadata()
         .with_context(|| format!("cannot read component {}", path.display()))?;
@@ -166,23 +174,50 @@ pub fn read_component(file: std::fs::File, path: &Path) -> anyhow::Result<Vec<u8
             path.display()
         );
     }
-    let too_big = || {
-        anyhow::anyhow!(
-            "{} is over the {MAX_COMPONENT_FILE_BYTES} byte limit for a component file",
-            path.display()
-        )
-    };
     if meta.len() > MAX_COMPONENT_FILE_BYTES {
-        return Err(too_big());
+        return Err(too_big(path));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    Ok(meta)
+}
+
+fn too_big(path: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} is over the {MAX_COMPONENT_FILE_BYTES} byte limit for a component file",
+        path.display()
+    )
+}
+
+/// The bytes of `file` (checked by [`check_component_file`]), bounded even if it grows.
+pub(crate) fn read_open_component(file: &std::fs::File, path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(len.min(MAX_COMPONENT_FILE_BYTES) as usize);
     file.take(MAX_COMPONENT_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
         .with_context(|| format!("cannot read component {}", path.display()))?;
     if bytes.len() as u64 > MAX_COMPONENT_FILE_BYTES {
-        return Err(too_big());
+        return Err(too_big(path));
     }
     Ok(bytes)
+}
+
+/// The first 8 bytes of `file` (fewer when it is shorter), for [`check_header`].
+#[cfg(unix)]
+pub(crate) fn read_header(file: &std::fs::File, path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt as _;
+    let mut head = [0u8; 8];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read_at(&mut head[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot read component {}", path.display()));
+            }
+        }
+    }
+    Ok(head[..got].to_vec())
 }
 
 pub(crate) fn check_name(what: &str, name: &str) -> anyhow::Result<()> {

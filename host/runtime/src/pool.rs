@@ -138,6 +138,12 @@ fn base_config(config: &RuntimeConfig, kind: PoolKind) -> Config {
     c.epoch_interruption(true);
     c.consume_fuel(config.fuel);
     c.wasm_component_model(true);
+    // No `.eh_frame` registered for guest code: wasmtime walks guest frames itself and carries
+    // a host function's panic across them, so only outside profilers and debuggers would read
+    // it. The release build links LLVM's libunwind (zig), which registers each function's
+    // entry in a list and scans that list to remove each again: dropping an 81 MiB Python
+    // component took ~85 ms of a 140 ms cached load.
+    c.native_unwind_info(false);
     match kind {
         PoolKind::Default => {
             c.max_wasm_stack(1 << 20);

@@ -13,7 +13,8 @@ use crate::budget::ADMISSION_WAIT;
 use crate::cache::ComponentCache;
 use crate::canary::CanaryReport;
 use crate::component::{
-    ComponentInfo, ComponentSource, check_header, check_name, check_world, read_component_file,
+    ComponentInfo, ComponentSource, check_header, check_name, check_world, open_component_file,
+    read_open_component,
 };
 use crate::episode::{
     EpisodeOutcome, EpisodeReport, EpisodeRequest, WorkflowComponent, take_output,
@@ -227,10 +228,30 @@ impl Runtime {
 
     fn compile(&self, source: &ComponentSource) -> anyhow::Result<(ComponentInfo, Component)> {
         let path = source.name();
-        let bytes = match source {
-            ComponentSource::File(p) => std::borrow::Cow::Owned(read_component_file(p)?),
-            ComponentSource::Bytes { bytes, .. } => std::borrow::Cow::Borrowed(*bytes),
-            ComponentSource::Read { bytes, .. } => std::borrow::Cow::Borrowed(&bytes[..]),
+        let (file, before) = match source {
+            ComponentSource::File(p) => {
+                let (file, meta) = open_component_file(p)?;
+                (Some(file), Some(meta))
+            }
+            _ => (None, None),
+        };
+        // A file loaded before and unchanged since: its recorded sha256 and cached
+        // compilation, without reading it again.
+        #[cfg(unix)]
+        if let (Some(file), Some(meta)) = (&file, &before)
+            && let Some(sha256) = self.cache.known_sha256(meta)
+        {
+            check_header(path, &crate::component::read_header(file, path)?)?;
+            let engine = &self.pool_for(meta.len()).engine;
+            if let Some(component) = self.cache.cached(engine, &sha256) {
+                return Ok(described(engine, path, sha256, meta.len(), component));
+            }
+        }
+        let bytes = match (source, &file) {
+            (_, Some(file)) => std::borrow::Cow::Owned(read_open_component(file, path)?),
+            (ComponentSource::Bytes { bytes, .. }, _) => std::borrow::Cow::Borrowed(*bytes),
+            (ComponentSource::Read { bytes, .. }, _) => std::borrow::Cow::Borrowed(&bytes[..]),
+            (ComponentSource::File(_), None) => unreachable!("a file source is opened above"),
         };
         check_header(path, &bytes)?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
@@ -249,21 +270,18 @@ impl Runtime {
             .cache
             .load(engine, &sha256, &bytes)
             .with_context(|| format!("{} is not a valid WebAssembly component", path.display()))?;
-        let ty = component.component_type();
-        let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
-        let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-        let world = [WorldKind::Workflow, WorldKind::Reward, WorldKind::Tool]
-            .into_iter()
-            .find(|w| exports.iter().any(|e| e == w.export_name()));
-        let info = ComponentInfo {
-            path: path.to_path_buf(),
+        if let (Some(file), Some(before)) = (&file, &before)
+            && let Ok(after) = file.metadata()
+        {
+            self.cache.remember_sha256(before, &after, &sha256);
+        }
+        Ok(described(
+            engine,
+            path,
             sha256,
-            size_bytes: bytes.len() as u64,
-            world,
-            imports,
-            exports,
-        };
-        Ok((info, component))
+            bytes.len() as u64,
+            component,
+        ))
     }
 
     // Episodes, scores and tool calls of a caller.
@@ -452,4 +470,29 @@ fn names_or_none(names: &[String]) -> String {
     } else {
         names.join(", ")
     }
+}
+
+/// A compiled component's description: its imports, exports and the world they make.
+fn described(
+    engine: &wasmtime::Engine,
+    path: &std::path::Path,
+    sha256: String,
+    size_bytes: u64,
+    component: Component,
+) -> (ComponentInfo, Component) {
+    let ty = component.component_type();
+    let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+    let world = [WorldKind::Workflow, WorldKind::Reward, WorldKind::Tool]
+        .into_iter()
+        .find(|w| exports.iter().any(|e| e == w.export_name()));
+    let info = ComponentInfo {
+        path: path.to_path_buf(),
+        sha256,
+        size_bytes,
+        world,
+        imports,
+        exports,
+    };
+    (info, component)
 }
