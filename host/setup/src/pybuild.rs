@@ -23,6 +23,12 @@
 //! folder is owner-only; a build holds an exclusive `flock` on `<key>.lock` (opened without
 //! following links), so concurrent first uses build once and a crashed build leaves no stale
 //! lock.
+//!
+//! Both folders are bounded ([`trim`]): after a new build (or a new dependency folder), the
+//! least recently used entries (a build's manifest and a dependency folder are touched on each
+//! use) go until at most [`MAX_BUILDS`] builds of [`MAX_BUILDS_BYTES`] in all, and
+//! [`MAX_DEPS`] dependency folders, are left. An entry used within [`KEEP_RECENT`] or locked by
+//! a build in progress is never removed: another process may be loading it.
 
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -32,6 +38,14 @@ use anyhow::{Context as _, bail};
 use sha2::{Digest as _, Sha256};
 
 use crate::sdk;
+
+/// Builds `python-builds/` keeps at most, and their bytes in all.
+pub const MAX_BUILDS: usize = 64;
+pub const MAX_BUILDS_BYTES: u64 = 4 << 30;
+/// Dependency folders `python-deps/` keeps at most.
+pub const MAX_DEPS: usize = 16;
+/// An entry used this recently is kept whatever the bounds.
+pub const KEEP_RECENT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The componentize-py release rollbox builds Python components with.
 pub const COMPONENTIZE_PY: &str = "0.25.1";
@@ -199,6 +213,7 @@ impl PyBuild {
         let key = self.key()?;
         let entry = root.join(&key);
         if let Some(wasm) = valid_entry(&entry, &self.folder())? {
+            touch(&entry.join("manifest.json"));
             return Ok(wasm);
         }
         let _lock = Lock::take(&root.join(format!("{key}.lock")))?;
@@ -239,6 +254,9 @@ impl PyBuild {
         }
         std::fs::rename(&built_dir, &entry)
             .with_context(|| format!("moving the build to {}", entry.display()))?;
+        if let Err(e) = trim(&root, &key, MAX_BUILDS, MAX_BUILDS_BYTES, KEEP_RECENT) {
+            tracing::warn!("could not trim {}: {e:#}", root.display());
+        }
         Ok(entry.join("component.wasm"))
     }
 
@@ -521,6 +539,7 @@ impl Tools {
         let dir = root.join(&key);
         let _lock = Lock::take(&root.join(format!("{key}.lock")))?;
         if dir.join(".complete").is_file() {
+            touch(&dir.join(".complete"));
             return Ok((dir, false));
         }
         let work = TempDir::new(&root, &format!("{key}.tmp"))?;
@@ -549,6 +568,10 @@ impl Tools {
             std::fs::remove_dir_all(&dir)?;
         }
         std::fs::rename(&target, &dir)?;
+        drop(_lock);
+        if let Err(e) = trim(&root, &key, MAX_DEPS, u64::MAX, KEEP_RECENT) {
+            tracing::warn!("could not trim {}: {e:#}", root.display());
+        }
         Ok((dir, true))
     }
 
@@ -781,6 +804,88 @@ fn valid_entry(entry: &Path, folder: &Path) -> anyhow::Result<Option<PathBuf>> {
     Ok(wasm.is_file().then_some(wasm))
 }
 
+/// Mark `file` used now (its modification time), for [`trim`].
+fn touch(file: &Path) {
+    if let Ok(f) = std::fs::File::options().write(true).open(file) {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+}
+
+/// When an entry of `root` was last used: its marker's modification time (a build's
+/// `manifest.json`, a dependency folder's `.complete`), else the folder's own.
+fn last_used(entry: &Path) -> std::time::SystemTime {
+    ["manifest.json", ".complete"]
+        .iter()
+        .find_map(|m| std::fs::symlink_metadata(entry.join(m)).ok())
+        .or_else(|| std::fs::symlink_metadata(entry).ok())
+        .and_then(|m| m.modified().ok())
+        .unwrap_or(std::time::UNIX_EPOCH)
+}
+
+/// Bytes of the regular files in `dir`, its subfolders included (links are not followed).
+fn folder_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => folder_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Remove the least recently used entries (folders named by a hex key) of `root` but `keep`
+/// until at most `max_entries` of `max_bytes` in all are left. An entry used within `recent`,
+/// or whose lock another process holds (a build or install in progress), stays; an entry is
+/// removed holding its lock, so no build or install of that key runs meanwhile.
+fn trim(
+    root: &Path,
+    keep: &str,
+    max_entries: usize,
+    max_bytes: u64,
+    recent: std::time::Duration,
+) -> anyhow::Result<()> {
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(root).with_context(|| format!("listing {}", root.display()))? {
+        let e = e?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name == keep
+            || !name.bytes().all(|b| b.is_ascii_hexdigit())
+            || !e.file_type().is_ok_and(|t| t.is_dir())
+        {
+            continue;
+        }
+        let path = e.path();
+        entries.push((last_used(&path), folder_bytes(&path), name, path));
+    }
+    let mut bytes: u64 = folder_bytes(&root.join(keep)) + entries.iter().map(|e| e.1).sum::<u64>();
+    let mut count = entries.len() + 1;
+    entries.sort();
+    let now = std::time::SystemTime::now();
+    for (used, size, name, path) in entries {
+        if count <= max_entries && bytes <= max_bytes {
+            break;
+        }
+        if now.duration_since(used).unwrap_or_default() < recent {
+            continue;
+        }
+        let Some(_lock) = Lock::try_take(&root.join(format!("{name}.lock")))? else {
+            continue;
+        };
+        // Used since it was listed (its user touches it before loading it): kept.
+        if now.duration_since(last_used(&path)).unwrap_or_default() < recent {
+            continue;
+        }
+        std::fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))?;
+        bytes -= size;
+        count -= 1;
+    }
+    Ok(())
+}
+
 /// An exclusive `flock` on a lock file opened without following links; released on drop (and
 /// by the kernel when the process dies, so no stale lock is left).
 struct Lock {
@@ -789,6 +894,15 @@ struct Lock {
 
 impl Lock {
     fn take(path: &Path) -> anyhow::Result<Lock> {
+        Ok(Lock::flock(path, true)?.expect("a blocking lock is taken"))
+    }
+
+    /// The lock if no other process holds it, else `None` at once.
+    fn try_take(path: &Path) -> anyhow::Result<Option<Lock>> {
+        Lock::flock(path, false)
+    }
+
+    fn flock(path: &Path, wait: bool) -> anyhow::Result<Option<Lock>> {
         use std::os::fd::AsRawFd as _;
         use std::os::unix::fs::OpenOptionsExt as _;
         let f = std::fs::OpenOptions::new()
@@ -805,12 +919,20 @@ impl Lock {
             "the lock {} is not a regular file",
             path.display()
         );
+        let how = if wait {
+            libc::LOCK_EX
+        } else {
+            libc::LOCK_EX | libc::LOCK_NB
+        };
         // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("locking {}", path.display()));
+        if unsafe { libc::flock(f.as_raw_fd(), how) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if !wait && e.kind() == std::io::ErrorKind::WouldBlock {
+                return Ok(None);
+            }
+            return Err(e).with_context(|| format!("locking {}", path.display()));
         }
-        Ok(Lock { _file: f })
+        Ok(Some(Lock { _file: f }))
     }
 }
 
@@ -846,6 +968,52 @@ impl Drop for TempDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Past its bounds a cache folder loses its least recently used entries, but never the
+    /// new one, one used within the keep-recent window, or one locked by another build.
+    #[test]
+    fn cache_folders_keep_within_their_bounds() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        let entry = |name: &str, bytes: usize, used: std::time::SystemTime| {
+            let d = root.join(name);
+            std::fs::create_dir_all(d.join("site")).expect("mkdir");
+            std::fs::write(d.join("site/blob"), vec![0u8; bytes]).expect("blob");
+            std::fs::write(d.join("manifest.json"), "{}").expect("manifest");
+            std::fs::File::options()
+                .write(true)
+                .open(d.join("manifest.json"))
+                .expect("open")
+                .set_modified(used)
+                .expect("mtime");
+        };
+        let second = std::time::Duration::from_secs(1);
+        entry("aa", 100, old);
+        entry("bb", 100, old + second);
+        entry("cc", 100, old + 2 * second);
+        entry("dd", 100, std::time::SystemTime::now());
+        entry("ee", 100, old + 3 * second);
+        entry("ff", 100, old);
+        std::fs::write(root.join("aa.lock"), "").expect("lock file");
+        let held = Lock::take(&root.join("aa.lock")).expect("held by a build");
+        // A name that is not a key, and a link, are never touched.
+        std::fs::create_dir(root.join("not-a-key")).expect("mkdir");
+        std::os::unix::fs::symlink(root.join("bb"), root.join("abab")).expect("symlink");
+        trim(root, "ff", 3, u64::MAX, KEEP_RECENT).expect("trimmed");
+        let mut left: Vec<String> = std::fs::read_dir(root)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".lock"))
+            .collect();
+        left.sort();
+        // aa is locked and dd recent: bb and cc (oldest) go, and ee too, to reach 3.
+        assert_eq!(left, ["aa", "abab", "dd", "ff", "not-a-key"]);
+        drop(held);
+        // By bytes: ~100 bytes an entry, at most 250 in all: the locked aa goes now.
+        trim(root, "ff", 10, 250, KEEP_RECENT).expect("trimmed");
+        assert!(!root.join("aa").exists() && root.join("dd").exists() && root.join("ff").exists());
+    }
 
     #[test]
     fn python_paths_and_functions() {
