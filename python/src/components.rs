@@ -192,6 +192,29 @@ impl Components {
         )
     }
 
+    /// Open a session of the tool `name`: one sandboxed instance kept for any number of calls,
+    /// so what a call leaves in it (a Python interpreter's modules and variables) is there for
+    /// the next. Awaitable; gives a `Session` (`await session.call(args)`, `await
+    /// session.close()`). A session ends at its first fault, and holds its memory until it is
+    /// closed or dropped.
+    fn open_session<'py>(&self, py: Python<'py>, name: String) -> PyResult<Bound<'py, PyAny>> {
+        let inner = self.inner.clone();
+        crate::gate::awaitable(
+            py,
+            async move { inner.open_session(&name).await },
+            |py, r| {
+                let session = r.map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+                Ok(Py::new(
+                    py,
+                    Session {
+                        inner: Arc::new(session),
+                    },
+                )?
+                .into_any())
+            },
+        )
+    }
+
     /// The registered tools' OpenAI schemas (a list of dicts, in name order), each from the
     /// tool's own `describe`: what a workflow gets from `tools.schemas`. Blocks while the tools
     /// describe themselves (each in a fresh sandbox), with the GIL released.
@@ -220,5 +243,42 @@ impl Components {
     #[getter]
     fn provenance(&self) -> std::collections::BTreeMap<String, String> {
         self.inner.provenance().clone()
+    }
+}
+
+/// A live instance of a tool ([`Components::open_session`]).
+#[pyclass(module = "rollbox._native", frozen)]
+pub struct Session {
+    inner: Arc<rollbox_runtime::ToolSession>,
+}
+
+#[pymethods]
+impl Session {
+    /// Call the session's instance with `args` (a JSON string or a dict). Awaitable; gives a
+    /// dict as `Components.call_tool` does. After a fault (a timeout, memory, a trap) the
+    /// session has ended, and every later call gives a `limit_exceeded` fault saying why.
+    fn call<'py>(&self, py: Python<'py>, args: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let args = if args.is_instance_of::<PyString>() {
+            args.extract::<String>()?
+        } else {
+            engine::dumps(py, &args)?
+        };
+        let inner = self.inner.clone();
+        let label = inner.name().to_string();
+        called_dict(
+            py,
+            async move { Ok(inner.call(args).await) },
+            "output",
+            "tool",
+            label,
+        )
+    }
+
+    /// End the session now and free its instance. Awaitable.
+    fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let inner = self.inner.clone();
+        crate::gate::awaitable(py, async move { inner.close().await }, |py, ()| {
+            Ok(py.None())
+        })
     }
 }

@@ -284,6 +284,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(drain)?;
     m.add_class::<Host>()?;
     m.add_class::<components::Components>()?;
+    m.add_class::<components::Session>()?;
     m.add("EpisodeError", m.py().get_type::<EpisodeError>())?;
     Ok(())
 }

@@ -391,3 +391,40 @@ def test_the_interpreter_exits_cleanly_right_after_many_results():
         assert run.stdout.strip() == "done", run.stderr[-2000:]
         statuses.append(run.returncode)
     assert statuses == [0] * 15, statuses
+
+
+def test_a_tool_session_keeps_a_python_interpreters_state():
+    """`Components.open_session`: one python-exec instance for a trajectory's calls, as verl's
+    `BaseTool` create / execute / release use it; a variable one call sets is there for the
+    next, another session sees none of it, and a session ends at its first fault."""
+    python_exec = ROOT / "target/wasm-guests/python/python_exec_tool.wasm"
+    assert python_exec.exists(), f"{python_exec} is built by `cargo test --workspace`"
+    c = rollbox.Components(tools={"py": {"path": str(python_exec), "timeout": "2s"}})
+
+    async def run():
+        a = await c.open_session("py")
+        b = await c.open_session("py")
+        first = await a.call({"code": "x = 20\ndef f(v):\n    return v + 1"})
+        second = await a.call({"code": "f(x) * 2"})
+        other = await b.call({"code": "'x' in dir()"})
+        fresh = await c.call_tool("py", {"code": "'x' in dir()"})
+        looped = await a.call({"code": "while True: pass"})
+        after = await a.call({"code": "x"})
+        await b.close()
+        closed = await b.call({"code": "1"})
+        return first, second, other, fresh, looped, after, closed
+
+    first, second, other, fresh, looped, after, closed = asyncio.run(run())
+    assert first["fault"] is None and json.loads(first["output"])["ok"], first
+    assert json.loads(second["output"])["value"] == "42", second
+    assert json.loads(other["output"])["value"] == "False", other
+    assert json.loads(fresh["output"])["value"] == "False", fresh
+    assert looped["fault"] == "timeout", looped
+    assert after["fault"] == "limit_exceeded" and "ended on an earlier call" in after["error"], after
+    assert closed["fault"] == "limit_exceeded" and "closed" in closed["error"], closed
+
+    async def unknown():
+        return await c.open_session("nope")
+
+    with pytest.raises(ValueError, match="no tool named `nope`"):
+        asyncio.run(unknown())

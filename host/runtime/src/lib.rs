@@ -74,6 +74,7 @@ mod runtime;
 mod sandbox;
 mod scope;
 pub mod services;
+pub mod session;
 mod slots;
 mod state;
 pub mod text;
@@ -96,6 +97,7 @@ pub use registry::{CallPolicy, Registered, Registries};
 pub use runtime::Runtime;
 pub use scope::Scope;
 pub use services::Services;
+pub use session::ToolSession;
 pub use untrusted::{Called, RewardCall};
 pub use world::WorldKind;
 

@@ -53,6 +53,8 @@ pub struct Runtime {
     /// their store is made (and their deadline starts) instead of failing to instantiate when
     /// more are in flight than the pool holds.
     pub(crate) episode_slots: crate::slots::Slots,
+    /// Tool sessions open at once (`open_session`), at most [`crate::session::session_cap`].
+    sessions: Arc<tokio::sync::Semaphore>,
 }
 
 impl Runtime {
@@ -92,6 +94,9 @@ impl Runtime {
             usize::MAX >> 1
         };
         Ok(Runtime {
+            sessions: Arc::new(tokio::sync::Semaphore::new(crate::session::session_cap(
+                config.max_instances,
+            ))),
             episode_slots: crate::slots::Slots::new(episode_slots),
             default_pool,
             snapshot_pool,
@@ -282,6 +287,47 @@ impl Runtime {
             bytes.len() as u64,
             component,
         ))
+    }
+
+    /// Open a session of the tool `scope` reaches as `name`: one instance kept for any number
+    /// of calls ([`crate::ToolSession`]), under the tool's limits. An unknown name, a full
+    /// runtime ([`crate::session::session_cap`] open) or a tool that fails to instantiate is an
+    /// error naming it.
+    pub async fn open_session(
+        &self,
+        scope: &Scope,
+        name: &str,
+    ) -> anyhow::Result<crate::ToolSession> {
+        let Some(reg) = scope.tool(&self.registries, name) else {
+            anyhow::bail!(
+                "no tool named `{name}` is registered (registered: {})",
+                names_or_none(&scope.tool_names(&self.registries))
+            );
+        };
+        let limits = match scope.caps().limits.is_empty() {
+            true => reg.policy.limits.clone(),
+            false => Arc::new(reg.policy.limits.capped(&scope.caps().limits)),
+        };
+        if let Err(message) = self.check_enforceable(&limits) {
+            anyhow::bail!("tool `{name}`: {message}");
+        }
+        let Ok(permit) = self.sessions.clone().try_acquire_owned() else {
+            anyhow::bail!(
+                "{} tool sessions are open in this runtime, the most it holds (a sixteenth of `max_instances`, {}); close one first",
+                crate::session::session_cap(self.config.max_instances),
+                self.config.max_instances
+            );
+        };
+        crate::ToolSession::open(
+            name,
+            &reg.component,
+            limits,
+            reg.fuel_metering,
+            self.services.clone(),
+            permit,
+        )
+        .await
+        .map_err(|f| anyhow::anyhow!("opening a session of tool `{name}` failed: {f}"))
     }
 
     // Episodes, scores and tool calls of a caller.

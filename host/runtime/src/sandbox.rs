@@ -45,12 +45,11 @@ pub(crate) fn new_store<C: Sandboxed>(
         // A store starts with zero fuel; unmetered stores get effectively unlimited fuel.
         let _ = store.set_fuel(limits.fuel.unwrap_or(u64::MAX));
     }
-    // The deadline the store's state was made with (host calls check the same one).
-    let deadline = store.data().ctx.call().deadline;
     store.set_epoch_deadline(1);
     let mut ticks_running = 0;
     store.epoch_deadline_callback(move |mut cx| {
-        if Instant::now() >= deadline {
+        // The call's deadline, as host calls check it (a session sets it anew for each call).
+        if Instant::now() >= cx.data().ctx.call().deadline {
             return Ok(UpdateDeadline::Interrupt);
         }
         // Host work done for the guest since the last tick is taken from its fuel.

@@ -413,7 +413,7 @@ impl<T> CallReport<T> {
     }
 }
 
-fn short(sha: &str) -> &str {
+pub(crate) fn short(sha: &str) -> &str {
     sha.get(..12).unwrap_or(sha)
 }
 

@@ -81,6 +81,12 @@ impl Components {
         self.runtime.call_tool(&Scope::default(), name, args).await
     }
 
+    /// Open a session of the tool registered as `name`: one instance kept for any number of
+    /// calls (see [`Runtime::open_session`]).
+    pub async fn open_session(&self, name: &str) -> anyhow::Result<rollbox_runtime::ToolSession> {
+        self.runtime.open_session(&Scope::default(), name).await
+    }
+
     /// The registered tools' OpenAI schemas, each from the tool's own `describe`, in name
     /// order: what workflows get from `tools.schemas`.
     pub async fn tool_schemas(&self) -> anyhow::Result<serde_json::Value> {

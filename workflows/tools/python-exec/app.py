@@ -5,7 +5,9 @@ Build (the exact command; `scripts/guests/build-python-exec.sh` runs it):
     componentize-py -d wit -w tool componentize -p workflows/tools/python-exec app -o python_exec.wasm
 
 Every call runs in a fresh component instance (the host instantiates one per call), so nothing a
-snippet does survives it. The instance has WASI with nothing granted: no files, no network, no
+snippet does survives it. In a session (`Runtime::open_session`: one instance kept for an
+episode's calls) snippets share one namespace: a variable, function or import one defines is
+there for the next. The instance has WASI with nothing granted: no files, no network, no
 environment, no subprocesses. Arguments: `{"code": "..."}`. The output is a JSON object:
 
     {"ok": true|false, "stdout": "...", "value": "repr of the last expression" | null,
@@ -197,7 +199,16 @@ class _Capped(io.TextIOBase):
         return head + (MARKER if self.dropped else "") + self.tail
 
 
+# The snippets' namespace. Each call is a fresh instance, so a call starts with an empty one;
+# in a session (one instance kept for an episode's calls) a snippet sees the variables,
+# functions and imports the session's earlier snippets left.
+_SCOPE = None
+
+
 def _run(code):
+    global _SCOPE
+    if _SCOPE is None:
+        _SCOPE = {"__name__": "__main__", "__builtins__": builtins}
     out = _Capped()
     result = {"ok": True, "stdout": "", "value": None, "error_type": None, "error": None}
     saved = sys.stdout, sys.stderr
@@ -207,7 +218,7 @@ def _run(code):
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)
-        scope = {"__name__": "__main__", "__builtins__": builtins}
+        scope = _SCOPE
         exec(compile(tree, "<code>", "exec"), scope)
         if last is not None:
             value = eval(compile(last, "<code>", "eval"), scope)
@@ -445,7 +456,7 @@ class WitWorld(wit_world.WitWorld):
                 "Run Python 3 code and return what it printed, the value of its last expression "
                 "and the exception it raised, if any. Standard library only (math, fractions, "
                 "decimal, itertools, re, json, statistics, ...); no files, network or processes. "
-                "Nothing is kept between calls."
+                "Each call starts afresh unless the caller keeps a session."
             ),
             "parameters": {
                 "type": "object",
