@@ -456,7 +456,7 @@ class WitWorld(wit_world.WitWorld):
                 "Run Python 3 code and return what it printed, the value of its last expression "
                 "and the exception it raised, if any. Standard library only (math, fractions, "
                 "decimal, itertools, re, json, statistics, ...); no files, network or processes. "
-                "Each call starts afresh unless the caller keeps a session."
+                "Nothing is kept between calls."
             ),
             "parameters": {
                 "type": "object",
