@@ -77,22 +77,25 @@ fn main() {
         "guest-sdk",
         "tests/programs",
         "tests/reward-programs",
+        "tests/env-programs",
         "workflows",
         "host/setup/guest_build.rs",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
 
-    // Workflow components (workflow world) and untrusted components (reward and tool worlds)
-    // are built in separate cargo invocations: cargo unifies the SDK's features within one
-    // build, and a reward component must not carry the workflow world.
+    // Workflow components (workflow world), untrusted components (reward and tool worlds) and
+    // environments are built in separate cargo invocations: cargo unifies the SDK's features
+    // within one build, and a reward component must not carry another world's imports.
     let mut packages = vec!["rollbox-test-programs".to_string()];
     let mut untrusted = vec!["rollbox-test-reward-programs".to_string()];
+    let mut environments = vec!["rollbox-test-env-programs".to_string()];
     let mut component_crates = Vec::new();
-    for (dir, is_workflow) in [
-        ("workflows", true),
-        ("workflows/rewards", false),
-        ("workflows/tools", false),
+    for (dir, group) in [
+        ("workflows", 0),
+        ("workflows/rewards", 1),
+        ("workflows/tools", 1),
+        ("workflows/environments", 2),
     ] {
         let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
             continue;
@@ -108,10 +111,10 @@ fn main() {
                             .map(|n| n.trim_matches('"').to_string())
                     })
                     .expect("component crate has a name");
-                if is_workflow {
-                    packages.push(name.clone());
-                } else {
-                    untrusted.push(name.clone());
+                match group {
+                    0 => packages.push(name.clone()),
+                    1 => untrusted.push(name.clone()),
+                    _ => environments.push(name.clone()),
                 }
                 component_crates.push(name);
             }
@@ -119,12 +122,17 @@ fn main() {
     }
     build(&root, &target_dir, &packages);
     build(&root, &target_dir, &untrusted);
+    build(&root, &target_dir, &environments);
 
     let bin_dir = target_dir.join(TARGET).join(PROFILE);
     let mut consts = String::new();
-    let bins = ["tests/programs/src/bin", "tests/reward-programs/src/bin"]
-        .iter()
-        .flat_map(|d| std::fs::read_dir(root.join(d)).expect("reading a programs directory"));
+    let bins = [
+        "tests/programs/src/bin",
+        "tests/reward-programs/src/bin",
+        "tests/env-programs/src/bin",
+    ]
+    .iter()
+    .flat_map(|d| std::fs::read_dir(root.join(d)).expect("reading a programs directory"));
     for entry in bins {
         let path = entry.expect("bin entry").path();
         let stem = path

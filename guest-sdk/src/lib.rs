@@ -3,7 +3,7 @@
 //! A workflow is a `cdylib` crate built with `cargo build --target wasm32-wasip2`; the output
 //! `.wasm` is a component rollbox loads by path. One module per world, each behind its cargo
 //! feature (a component enables exactly one): [`workflow`] (its items are also at the crate
-//! root), [`reward`] and [`tool`]. Every import's error converts into [`Error`], so `?` works
+//! root), [`reward`], [`tool`] and [`environment`]. Every import's error converts into [`Error`], so `?` works
 //! throughout. The generated WIT bindings are hidden; a component depends on `rollbox-sdk`
 //! only.
 //!
@@ -67,6 +67,17 @@ pub mod bindings {
             default_bindings_module: "rollbox_sdk::bindings::tool",
         });
     }
+
+    #[cfg(feature = "environment")]
+    pub mod environment {
+        wit_bindgen::generate!({
+            path: "../wit",
+            world: "environment",
+            pub_export_macro: true,
+            export_macro_name: "__export_environment_world",
+            default_bindings_module: "rollbox_sdk::bindings::environment",
+        });
+    }
 }
 
 mod error;
@@ -91,6 +102,11 @@ pub use reward::Reward;
 pub mod tool;
 #[cfg(feature = "tool")]
 pub use tool::Tool;
+
+#[cfg(feature = "environment")]
+pub mod environment;
+#[cfg(feature = "environment")]
+pub use environment::Environment;
 
 #[doc(hidden)]
 pub use wit_bindgen;

@@ -17,6 +17,9 @@ AReaL's `gsm8k_reward_fn` (math-verify on the response's last answer against the
 it is not verl's `openai/gsm8k` rule (a strict `#### N` regex over the last 300 characters), so
 scores differ where a response states its answer without `####`.
 
+A tool whose state lasts the trajectory (python-exec whose variables persist from one call to
+the next), for `multi_turn.tool_config_path`: `SessionTool` (below).
+
 Function tools for `actor_rollout_ref.rollout.multi_turn.function_tool_path`: see
 `rollbox.verl_tools` (a calculator and python_exec, ready made), or name any rollbox tool
 components in a file of your own, each offered with the schema its component describes:
@@ -41,7 +44,10 @@ and `actor_rollout_ref.rollout.agent.default_agent_loop=wasm_agent` (or `agent_n
 
 from __future__ import annotations
 
+import json
 import time
+import weakref
+from pathlib import Path
 from typing import Any
 
 from . import _components
@@ -239,6 +245,114 @@ def register_function_tools(
         function_tool(tool.name, schema=tool.tool_schema)(tool.fn)
         names.append(tool.name)
     return names
+
+
+# What a session tool's description says in place of python-exec's "Nothing is kept between
+# calls.".
+SESSION_NOTE = (
+    "Variables, functions and imports are kept from one call to the next in this conversation."
+)
+
+
+def python_exec_text(output: str) -> str:
+    """What the model sees of a python-exec reply: what the snippet printed, then its last
+    expression's value, then its error; the reply unchanged when it is not python-exec's."""
+    try:
+        r = json.loads(output)
+    except (ValueError, TypeError):
+        return output
+    if not isinstance(r, dict):
+        return output
+    text = r.get("stdout") or ""
+    if r.get("value") is not None:
+        text += ("" if not text or text.endswith("\n") else "\n") + str(r["value"])
+    if not r.get("ok", True):
+        text += str(r.get("error") or r.get("error_type"))
+    return text
+
+
+try:  # a stateful tool needs verl's BaseTool; compute_score does not
+    from verl.tools.base_tool import BaseTool as _BaseTool
+    from verl.tools.schemas import OpenAIFunctionToolSchema as _Schema
+    from verl.tools.schemas import ToolResponse as _ToolResponse
+except Exception:  # noqa: BLE001 - verl absent
+    _BaseTool = None
+
+if _BaseTool is not None:
+
+    class SessionTool(_BaseTool):
+        """A rollbox tool component as a verl `BaseTool` whose state lasts a trajectory: the
+        first call of a trajectory opens a session of the component (one sandboxed instance,
+        `Components.open_session`), its later calls run in that instance (python-exec's
+        variables, functions and imports persist), and the session is closed when verl frees
+        the trajectory's `AgentData`. verl's `ToolAgentLoop` creates and releases a tool
+        instance around every call, so the trajectory, not the instance, is what a session
+        lives for; called without `agent_data`, a session lives from `create` to `release`.
+
+            # tool_config.yaml (actor_rollout_ref.rollout.multi_turn.tool_config_path)
+            tools:
+              - class_name: rollbox.verl.SessionTool
+                config: {type: native, component: python-exec, name: python, timeout: 10s}
+
+        `config`: `component` (a built-in's name or a `.wasm` path; default `python-exec`),
+        `name` (the tool's name for the model; default the component's stem), and rollbox's
+        limit keys (`timeout` per call, `memory`, `fuel`, ...). The schema is the one the
+        component describes unless the YAML gives `tool_schema`. A call that faults (a timeout,
+        memory) returns `error: ...` as the tool's text and ends the session: the trajectory's
+        next call starts a fresh one. python-exec's replies are given as text (what the
+        snippet printed, its last value, its error); other components' output unchanged."""
+
+        def __init__(self, config: dict, tool_schema: Any = None):
+            config = dict(config or {})
+            component = str(config.get("component", "python-exec"))
+            name = str(config.get("name") or Path(component).stem.replace("_", "-"))
+            opts = {k: config[k] for k in _OPTIONS if config.get(k) is not None}
+            self._python = "python" in Path(component).stem
+            self._components = _components.cached(
+                tools={name: {"path": component, **opts} if opts else component}
+            )
+            self._tool = name
+            # Open sessions: by id of the trajectory's AgentData (a finalizer drops the entry
+            # when verl frees it), or by instance id when no AgentData is given.
+            self._sessions: dict[Any, Any] = {}
+            if tool_schema is None:
+                schema = self._components.tool_schemas()[0]
+                f = schema["function"]
+                # python-exec describes its fresh calls; in a session, state is kept.
+                f["description"] = f.get("description", "").replace(
+                    "Nothing is kept between calls.", SESSION_NOTE
+                )
+                tool_schema = _Schema.model_validate(schema)
+            super().__init__(config, tool_schema)
+
+        async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs):
+            agent_data = kwargs.get("agent_data")
+            key = ("trajectory", id(agent_data)) if agent_data is not None else instance_id
+            session = self._sessions.get(key)
+            if session is None:
+                session = await self._components.open_session(self._tool)
+                self._sessions[key] = session
+                if agent_data is not None:
+                    weakref.finalize(agent_data, self._sessions.pop, key, None)
+            r = await session.call(parameters)
+            if r["fault"] is not None:
+                # Any fault but the tool's own error value ended the session; the
+                # trajectory's next call opens a new one.
+                if r["fault"] != "guest_error":
+                    self._sessions.pop(key, None)
+                text = tool_text(r)
+            else:
+                text = python_exec_text(r["output"]) if self._python else r["output"]
+            return _ToolResponse(text=text), 0.0, {"wall_s": r["wall_s"]}
+
+        async def release(self, instance_id: str, **kwargs) -> None:
+            session = self._sessions.pop(instance_id, None)
+            if session is not None:
+                await session.close()
+
+        def open_sessions(self) -> int:
+            """Sessions this tool holds open now."""
+            return len(self._sessions)
 
 
 try:  # the agent loop needs verl itself; compute_score does not

@@ -21,7 +21,7 @@ import os
 from verl.tools.function_tool import function_tool
 
 from rollbox import _components, build_info  # absolute: verl loads this file by path
-from rollbox.verl import tool_text
+from rollbox.verl import python_exec_text, tool_text
 
 
 async def _call(tool: str, args: dict, path: str | None = None) -> str:
@@ -57,16 +57,4 @@ if _PYTHON_EXEC:
         Args:
             code: The Python source to run; the standard library is there, files, network and processes are not.
         """
-        out = await _call("python-exec", {"code": code}, _PYTHON_EXEC)
-        try:
-            r = json.loads(out)
-        except (ValueError, TypeError):
-            return out
-        if not isinstance(r, dict):
-            return out
-        text = r.get("stdout") or ""
-        if r.get("value") is not None:
-            text += ("" if not text or text.endswith("\n") else "\n") + str(r["value"])
-        if not r.get("ok", True):
-            text += str(r.get("error") or r.get("error_type"))
-        return text
+        return python_exec_text(await _call("python-exec", {"code": code}, _PYTHON_EXEC))

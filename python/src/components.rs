@@ -99,21 +99,23 @@ fn describe(f: &GuestFault, kind: &str, name: &str, attempts: u32) -> String {
 
 #[pymethods]
 impl Components {
-    /// Load the rewards and tools (each a `.wasm` path, a built-in's name, `"PATH,timeout=5s"`
-    /// or `{"path": ..., "timeout": ..., "retries": ..., <limit key>: ...}`).
+    /// Load the rewards, tools and environments (each a `.wasm` path, a built-in's name,
+    /// `"PATH,timeout=5s"` or `{"path": ..., "timeout": ..., "retries": ..., <limit key>: ...}`).
     /// `max_host_memory` is the budget every call's memory is reserved from.
     #[new]
-    #[pyo3(signature = (*, rewards=None, tools=None, max_host_memory=None))]
+    #[pyo3(signature = (*, rewards=None, tools=None, environments=None, max_host_memory=None))]
     fn new(
         py: Python<'_>,
         rewards: Option<Bound<'_, PyDict>>,
         tools: Option<Bound<'_, PyDict>>,
+        environments: Option<Bound<'_, PyDict>>,
         max_host_memory: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Components> {
         // The workflow of the spec is not read by `build_components`.
         let mut spec = HostSpec::new(PathBuf::new());
         spec.rewards = components_of(py, &rewards)?;
         spec.tools = components_of(py, &tools)?;
+        spec.environments = components_of(py, &environments)?;
         if let Some(m) = max_host_memory {
             let text = match m.extract::<String>() {
                 Ok(s) => s,
@@ -215,6 +217,32 @@ impl Components {
         )
     }
 
+    /// Open an episode of the environment `name`: one sandboxed instance kept for its `reset`
+    /// and `step`s. Awaitable; gives an `Environment`.
+    fn open_environment<'py>(&self, py: Python<'py>, name: String) -> PyResult<Bound<'py, PyAny>> {
+        let inner = self.inner.clone();
+        crate::gate::awaitable(
+            py,
+            async move { inner.open_environment(&name).await },
+            |py, r| {
+                let env = r.map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+                Ok(Py::new(
+                    py,
+                    Environment {
+                        inner: Arc::new(env),
+                    },
+                )?
+                .into_any())
+            },
+        )
+    }
+
+    /// The environments' names.
+    #[getter]
+    fn environment_names(&self) -> Vec<String> {
+        self.inner.environment_names()
+    }
+
     /// The registered tools' OpenAI schemas (a list of dicts, in name order), each from the
     /// tool's own `describe`: what a workflow gets from `tools.schemas`. Blocks while the tools
     /// describe themselves (each in a fresh sandbox), with the GIL released.
@@ -275,6 +303,89 @@ impl Session {
     }
 
     /// End the session now and free its instance. Awaitable.
+    fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let inner = self.inner.clone();
+        crate::gate::awaitable(py, async move { inner.close().await }, |py, ()| {
+            Ok(py.None())
+        })
+    }
+}
+
+/// One episode of an environment ([`Components::open_environment`]).
+#[pyclass(module = "rollbox._native", frozen)]
+pub struct Environment {
+    inner: Arc<rollbox_runtime::EnvSession>,
+}
+
+#[pymethods]
+impl Environment {
+    /// Start the episode from `row` (a dict or JSON text). Awaitable; gives a dict with
+    /// `observation` (None on a fault), `fault`, `error`, `wall_s`, ...
+    fn reset<'py>(&self, py: Python<'py>, row: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let row = if row.is_instance_of::<PyString>() {
+            row.extract::<String>()?
+        } else {
+            engine::dumps(py, &row)?
+        };
+        let inner = self.inner.clone();
+        called_dict(
+            py,
+            async move { Ok(inner.reset(row).await) },
+            "observation",
+            "environment",
+            "reset".into(),
+        )
+    }
+
+    /// Apply the model's `action`. Awaitable; gives a dict with `observation`, `reward`,
+    /// `done` and `metadata` (None on a fault), `fault`, `error`, `wall_s`, ... A fault ends the
+    /// episode's instance; every later call gives a `limit_exceeded` fault saying why.
+    fn step<'py>(&self, py: Python<'py>, action: String) -> PyResult<Bound<'py, PyAny>> {
+        let inner = self.inner.clone();
+        crate::gate::awaitable(
+            py,
+            async move { inner.step(action).await },
+            move |py, called| {
+                let text = called
+                    .result
+                    .as_ref()
+                    .map(|s| {
+                        serde_json::json!({
+                            "observation": s.observation,
+                            "reward": s.reward,
+                            "done": s.done,
+                            "metadata": s.metadata,
+                        })
+                        .to_string()
+                    })
+                    .map_err(Clone::clone);
+                let flat = Called {
+                    result: text,
+                    wall: called.wall,
+                    fuel_consumed: called.fuel_consumed,
+                    peak_memory_bytes: called.peak_memory_bytes,
+                    attempts: called.attempts,
+                    logs: called.logs.clone(),
+                };
+                let d = to_dict(py, &flat, "step", "environment", "step")?;
+                let step = d.get_item("step")?;
+                d.del_item("step")?;
+                let json = py.import("json")?;
+                for key in ["observation", "reward", "done", "metadata"] {
+                    let value = match &step {
+                        Some(s) if !s.is_none() => {
+                            json.call_method1("loads", (s,))?.get_item(key)?
+                        }
+                        _ => py.None().into_bound(py),
+                    };
+                    d.set_item(key, value)?;
+                }
+                Ok(d.into_any().unbind())
+            },
+        )
+    }
+
+    /// End the episode now and free its instance. Awaitable.
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = self.inner.clone();
         crate::gate::awaitable(py, async move { inner.close().await }, |py, ()| {

@@ -285,6 +285,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Host>()?;
     m.add_class::<components::Components>()?;
     m.add_class::<components::Session>()?;
+    m.add_class::<components::Environment>()?;
     m.add("EpisodeError", m.py().get_type::<EpisodeError>())?;
     Ok(())
 }

@@ -428,3 +428,39 @@ def test_a_tool_session_keeps_a_python_interpreters_state():
 
     with pytest.raises(ValueError, match="no tool named `nope`"):
         asyncio.run(unknown())
+
+
+def test_an_environment_episode_through_components():
+    """`Components(environments=...)`: the code-interpreter environment's episode from Python,
+    its Python state kept from step to step, its answer scored; an unknown name is named."""
+    python_exec = ROOT / "target/wasm-guests/python/python_exec_tool.wasm"
+    env_wasm = GUESTS / "rollbox_environment_code_interpreter.wasm"
+    assert python_exec.exists() and env_wasm.exists(), "built by `cargo test --workspace`"
+    c = rollbox.Components(
+        tools={"python": {"path": str(python_exec), "timeout": "2s"}},
+        environments={"code": str(env_wasm)},
+    )
+    assert c.environment_names == ["code"]
+
+    async def run():
+        env = await c.open_environment("code")
+        reset = await env.reset({"question": "What is 6 * 7 + 1?", "answer": 43})
+        first = await env.step("```python\nx = 6 * 7\nprint(x)\n```")
+        second = await env.step("```python\nx + 1\n```")
+        last = await env.step("The answer is \\boxed{43}.")
+        await env.close()
+        closed = await env.step("\\boxed{43}")
+        return reset, first, second, last, closed
+
+    reset, first, second, last, closed = asyncio.run(run())
+    assert reset["observation"] == "What is 6 * 7 + 1?" and reset["fault"] is None, reset
+    assert (first["observation"], first["reward"], first["done"]) == ("42\n", 0.0, False), first
+    assert second["observation"] == "43", second
+    assert (last["reward"], last["done"], last["metadata"]["answer"]) == (1.0, True, "43"), last
+    assert closed["fault"] == "limit_exceeded" and closed["observation"] is None, closed
+
+    async def unknown():
+        return await c.open_environment("nope")
+
+    with pytest.raises(ValueError, match="no environment named `nope`"):
+        asyncio.run(unknown())

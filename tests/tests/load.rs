@@ -23,7 +23,7 @@ fn inspect_reports_world_hash_and_imports() {
     assert!(
         info.imports
             .iter()
-            .any(|i| i == "rollbox:workflow/engine@0.1.1")
+            .any(|i| i == "rollbox:workflow/engine@0.1.2")
     );
     let reward = rt
         .inspect(Path::new(c::REWARD_CONST))

@@ -565,3 +565,41 @@ async fn the_assistant_token_budget_ends_the_episode() {
     // The tool turn after the call is context, and no second generation was asked for.
     assert_eq!(ints(t, "loss_mask").last(), Some(&0));
 }
+
+/// With `sessions: ["python"]`, the episode's python-exec calls run in one instance: the second
+/// block reads the variable the first defined (a fresh instance per call says `NameError`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_keeps_the_interpreters_state_across_blocks() {
+    if !rollbox_tests::built(c::PYTHON_EXEC_TOOL) {
+        return;
+    }
+    let tok = tokenizer(false);
+    let script: &[(&str, StopReason)] = &[
+        ("Let me compute it.\n```python", StopReason::Stop),
+        ("\nx = 6 * 7\n```", StopReason::Stop),
+        ("\nNow print it.\n```python", StopReason::Stop),
+        ("\nprint(x)\n```", StopReason::Stop),
+        ("\nSo the answer is \\boxed{42}.", StopReason::Stop),
+    ];
+    let config = json!({"parser": "stop-markers", "tools": ["python"], "sessions": ["python"], "max_turns": 4});
+    let (report, outputs) = episode(&tok, "session-smollm2.jsonl", script, config).await;
+    let t = accepted(&report);
+    let starts = check_tensors(t, &outputs);
+    let ids = ints(t, "input_ids");
+    let between: Vec<u32> = ids[starts[3] + outputs[3].len()..starts[4]]
+        .iter()
+        .map(|&i| i as u32)
+        .collect();
+    let text = tok.decode(&between, false).expect("decode");
+    assert!(
+        text.starts_with("```output\n{\"ok\": true, \"stdout\": \"42\\n\""),
+        "{text:?}"
+    );
+    let meta = t.metadata();
+    assert_eq!(
+        (&meta["tool_calls"], &meta["end"]),
+        (&json!(2), &json!("answer")),
+        "{meta}"
+    );
+    assert_eq!(floats(t, "rewards"), vec![1.0]);
+}

@@ -8,11 +8,11 @@
 // tokenizer's pad and eos ids as stop ids; the reward named in the config (`math` by default)
 // on (decoded prompt, decoded completion, prompt ids, completion ids, row); AReaL's tensors.
 
-import { generate } from 'rollbox:workflow/engine@0.1.1';
-import { applyChatTemplate, decode, specialTokens } from 'rollbox:workflow/tokenizer@0.1.1';
-import { score } from 'rollbox:workflow/rewards@0.1.1';
-import { Tensor } from 'rollbox:workflow/tensor@0.1.1';
-import { stat } from 'rollbox:workflow/log@0.1.1';
+import { generate } from 'rollbox:workflow/engine@0.1.2';
+import { applyChatTemplate, decode, specialTokens } from 'rollbox:workflow/tokenizer@0.1.2';
+import { score } from 'rollbox:workflow/rewards@0.1.2';
+import { Tensor } from 'rollbox:workflow/tensor@0.1.2';
+import { stat } from 'rollbox:workflow/log@0.1.2';
 
 const PROMPT_KEYS = ['messages', 'prompt', 'question', 'problem'];
 

@@ -31,10 +31,10 @@ fn inspect_names_the_world_and_refuses_the_wrong_one() {
     let (ok, out, _) = rollbox(&["inspect", c::WORKFLOW_RLVR], tmp.path());
     assert!(ok);
     assert!(
-        out.contains("world    rollbox:workflow/workflow@0.1.1"),
+        out.contains("world    rollbox:workflow/workflow@0.1.2"),
         "{out}"
     );
-    assert!(out.contains("rollbox:workflow/tokenizer@0.1.1"), "{out}");
+    assert!(out.contains("rollbox:workflow/tokenizer@0.1.2"), "{out}");
     let (ok, _, err) = rollbox(&["run", c::REWARD_MATH], tmp.path());
     assert!(!ok);
     assert!(
@@ -774,7 +774,7 @@ fn build_makes_a_plain_python_reward_that_run_scores_with() {
     assert!(out.contains("no third-party dependencies"), "{out}");
     let (ok, out, _) = rollbox(&["inspect", &out_wasm.display().to_string()], tmp.path());
     assert!(
-        ok && out.contains("world    rollbox:workflow/reward@0.1.1"),
+        ok && out.contains("world    rollbox:workflow/reward@0.1.2"),
         "{out}"
     );
 

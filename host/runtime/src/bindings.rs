@@ -44,6 +44,21 @@ pub mod tool {
     });
 }
 
+/// The `environment` world: imports `log` and `tools`, exports `reset` and `step`.
+pub mod environment {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "environment",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: {
+            "rollbox:workflow/types": super::workflow::rollbox::workflow::types,
+            "rollbox:workflow/log": super::workflow::rollbox::workflow::log,
+            "rollbox:workflow/tools": super::workflow::rollbox::workflow::tools,
+        },
+    });
+}
+
 pub use workflow::rollbox::workflow::{
     engine, episode, log, rewards, tensor, tokenizer, tools, types, vision,
 };

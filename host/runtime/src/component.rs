@@ -109,6 +109,21 @@ impl RewardComponent {
     }
 }
 
+/// A compiled, type-checked environment component (the `environment` world), opened per
+/// episode as a session ([`crate::Runtime::open_session`]).
+#[derive(Clone)]
+pub struct EnvironmentComponent {
+    pub(crate) info: ComponentInfo,
+    pub(crate) pre: bindings::environment::EnvironmentPre<StoreState<CallCtx>>,
+}
+
+impl EnvironmentComponent {
+    /// Where it came from, its hash, imports and exports.
+    pub fn info(&self) -> &ComponentInfo {
+        &self.info
+    }
+}
+
 /// A compiled, linked tool component. Its exports are looked up per call rather than through
 /// generated bindings, because `describe` is optional: components built against the WIT
 /// package before 0.1.1 export `call` only.
@@ -319,7 +334,7 @@ mod tests {
 
     fn info(exports: &[&str], imports: &[&str]) -> ComponentInfo {
         let exports: Vec<String> = exports.iter().map(|s| s.to_string()).collect();
-        let world = [WorldKind::Workflow, WorldKind::Reward, WorldKind::Tool]
+        let world = WorldKind::ALL
             .into_iter()
             .find(|w| exports.iter().any(|e| e == w.export_name()));
         ComponentInfo {

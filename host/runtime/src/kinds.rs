@@ -1,6 +1,8 @@
 //! The kinds of component a [`Runtime`](crate::Runtime) loads ([`Load`]: workflows, rewards,
-//! tools) and the two it calls outside an episode ([`Callable`]: rewards and tools), so that
-//! loading, registering and calling once are one generic method each.
+//! tools, environments), the two it calls outside an episode ([`Callable`]: rewards and tools)
+//! and the two instances it keeps across calls ([`Opens`]: tool sessions and environment
+//! episodes), so that loading, registering, calling once and opening are one generic method
+//! each.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,11 +11,17 @@ use wasmtime::component::Component;
 
 use crate::bindings;
 use crate::budget::HostMemory;
-use crate::component::{ComponentInfo, RewardComponent, ToolComponent, link_error};
+use crate::component::{
+    ComponentInfo, EnvironmentComponent, RewardComponent, ToolComponent, link_error,
+};
 use crate::episode::WorkflowComponent;
+use crate::host::tools::NestedTools;
 use crate::limits::Limits;
 use crate::pool::Pool;
 use crate::registry::{Registered, Registries};
+use crate::scope::Scope;
+use crate::services::Services;
+use crate::session::{EnvSession, ToolSession};
 use crate::untrusted::{CallReport, RewardCall, describe_once, score_once, tool_once};
 use crate::world::WorldKind;
 
@@ -22,8 +30,8 @@ mod sealed {
 }
 
 /// A component kind [`Runtime::load`](crate::Runtime::load) returns: the world it must target
-/// and how it is linked. Implemented by [`WorkflowComponent`], [`RewardComponent`] and
-/// [`ToolComponent`] only.
+/// and how it is linked. Implemented by [`WorkflowComponent`], [`RewardComponent`],
+/// [`ToolComponent`] and [`EnvironmentComponent`] only.
 pub trait Load: Sized + sealed::Sealed {
     /// The world a component of this kind targets.
     const WORLD: WorldKind;
@@ -72,6 +80,91 @@ pub trait Callable: Load + Clone + Send + Sync + 'static {
 impl sealed::Sealed for WorkflowComponent {}
 impl sealed::Sealed for RewardComponent {}
 impl sealed::Sealed for ToolComponent {}
+impl sealed::Sealed for EnvironmentComponent {}
+impl sealed::Sealed for ToolSession {}
+impl sealed::Sealed for EnvSession {}
+
+/// What [`Runtime::open_session`](crate::Runtime::open_session) opens: a [`ToolSession`] of a
+/// registered tool, named by a `&str`, or an [`EnvSession`], an episode of the environment an
+/// [`EnvTarget`] gives. Implemented by those two only.
+pub trait Opens: Sized + sealed::Sealed {
+    /// What names what is opened.
+    type Target<'a>: Send;
+    #[doc(hidden)]
+    fn open<'a>(
+        cx: OpenCx<'a>,
+        target: Self::Target<'a>,
+    ) -> impl Future<Output = anyhow::Result<Self>> + Send + 'a;
+}
+
+/// An environment to open an episode of: its name in messages, the component, and the limits
+/// of each call (the timeout) and of the episode's life (memory, fuel), capped by the scope's.
+pub struct EnvTarget<'a> {
+    /// The environment's name, for messages.
+    pub name: &'a str,
+    /// The loaded component.
+    pub component: &'a EnvironmentComponent,
+    /// Its limits.
+    pub limits: Arc<Limits>,
+}
+
+/// What opening needs of the runtime.
+#[doc(hidden)]
+pub struct OpenCx<'a> {
+    pub(crate) services: &'a Arc<Services>,
+    pub(crate) registries: &'a Arc<Registries>,
+    pub(crate) scope: &'a Scope,
+    pub(crate) fuel: bool,
+}
+
+impl Opens for ToolSession {
+    type Target<'a> = &'a str;
+    async fn open<'a>(cx: OpenCx<'a>, name: &'a str) -> anyhow::Result<Self> {
+        if let Some(reg) = cx.scope.tool(cx.registries, name)
+            && let Err(message) = crate::limits::enforceable(cx.fuel, &reg.policy.limits)
+        {
+            anyhow::bail!("tool `{name}`: {message}");
+        }
+        ToolSession::open(cx.services, cx.registries, cx.scope, name, false)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "opening a session of tool `{name}` failed: {}",
+                    crate::untrusted::describe(&e)
+                )
+            })
+    }
+}
+
+impl Opens for EnvSession {
+    type Target<'a> = EnvTarget<'a>;
+    async fn open<'a>(cx: OpenCx<'a>, target: EnvTarget<'a>) -> anyhow::Result<Self> {
+        let name = target.name;
+        let caps = &cx.scope.caps().limits;
+        let limits = match caps.is_empty() {
+            true => target.limits,
+            false => Arc::new(target.limits.capped(caps)),
+        };
+        limits
+            .validate()
+            .map_err(|e| anyhow::anyhow!("environment `{name}`: {e}"))?;
+        crate::limits::enforceable(cx.fuel, &limits)
+            .map_err(|e| anyhow::anyhow!("environment `{name}`: {e}"))?;
+        let tools = Arc::new(NestedTools::new(
+            cx.services.clone(),
+            cx.registries.clone(),
+            cx.scope.clone(),
+        ));
+        EnvSession::open(cx.services, name, target.component, limits, cx.fuel, tools)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "opening environment `{name}` failed: {}",
+                    crate::untrusted::describe(&e)
+                )
+            })
+    }
+}
 
 impl Load for WorkflowComponent {
     const WORLD: WorldKind = WorldKind::Workflow;
@@ -109,6 +202,20 @@ impl Load for ToolComponent {
             pre,
             description: Default::default(),
         })
+    }
+}
+
+impl Load for EnvironmentComponent {
+    const WORLD: WorldKind = WorldKind::Environment;
+    fn link(pool: &Pool, info: ComponentInfo, component: &Component) -> anyhow::Result<Self> {
+        // The reward world's imports (`types`, `log`, `tools`) are an environment's.
+        let pre = pool
+            .reward_linker
+            .instantiate_pre(component)
+            .map_err(|e| link_error(&info, e))?;
+        let pre =
+            bindings::environment::EnvironmentPre::new(pre).map_err(|e| link_error(&info, e))?;
+        Ok(EnvironmentComponent { info, pre })
     }
 }
 

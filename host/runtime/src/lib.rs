@@ -84,12 +84,12 @@ pub mod world;
 
 // The front door: what an embedder names to build a runtime, load components and run them.
 pub use budget::{HostMemory, Reservation};
-pub use component::{RewardComponent, ToolComponent};
+pub use component::{EnvironmentComponent, RewardComponent, ToolComponent};
 pub use episode::{
     EpisodeOutcome, EpisodeReport, EpisodeRequest, JsonText, Trajectory, WorkflowComponent,
 };
 pub use fault::GuestFault;
-pub use kinds::{Callable, Load, ToolInput};
+pub use kinds::{Callable, EnvTarget, Load, Opens, ToolInput};
 pub use limit_spec::{Caps, LimitError, LimitSpec};
 pub use limits::{Limits, Setting};
 pub use pool::RuntimeConfig;
@@ -97,7 +97,7 @@ pub use registry::{CallPolicy, Registered, Registries};
 pub use runtime::Runtime;
 pub use scope::Scope;
 pub use services::Services;
-pub use session::ToolSession;
+pub use session::{EnvSession, Step, ToolSession};
 pub use untrusted::{Called, RewardCall};
 pub use world::WorldKind;
 

@@ -445,6 +445,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v * scale))
 }
 
+/// Whether a runtime with fuel metering `fuel` on or off can enforce `limits`: a fuel budget
+/// needs metering.
+pub(crate) fn enforceable(fuel: bool, limits: &Limits) -> Result<(), String> {
+    match limits.fuel {
+        Some(budget) if !fuel => Err(format!(
+            "a fuel budget of {budget} was given, but this runtime was built without fuel \
+             metering; build it with `RuntimeConfig {{ fuel: true, .. }}` whenever any \
+             limit or registration sets fuel"
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

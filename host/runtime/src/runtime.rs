@@ -21,7 +21,7 @@ use crate::episode::{
 };
 use crate::fault::{GuestFault, MAX_FAULT_MESSAGE_BYTES, truncate};
 use crate::host::tools::NestedTools;
-use crate::kinds::{Callable, Load};
+use crate::kinds::{Callable, Load, OpenCx, Opens};
 use crate::limits::Limits;
 use crate::pool::{
     Pool, PoolKind, RuntimeConfig, SNAPSHOT_MAX_BYTES, SNAPSHOT_MIN_BYTES, build_engine,
@@ -53,8 +53,6 @@ pub struct Runtime {
     /// their store is made (and their deadline starts) instead of failing to instantiate when
     /// more are in flight than the pool holds.
     pub(crate) episode_slots: crate::slots::Slots,
-    /// Tool sessions open at once (`open_session`), at most [`crate::session::session_cap`].
-    sessions: Arc<tokio::sync::Semaphore>,
 }
 
 impl Runtime {
@@ -93,10 +91,8 @@ impl Runtime {
         } else {
             usize::MAX >> 1
         };
+        let services = services.with_session_cap(crate::session::session_cap(config.max_instances));
         Ok(Runtime {
-            sessions: Arc::new(tokio::sync::Semaphore::new(crate::session::session_cap(
-                config.max_instances,
-            ))),
             episode_slots: crate::slots::Slots::new(episode_slots),
             default_pool,
             snapshot_pool,
@@ -152,14 +148,7 @@ impl Runtime {
     /// registrations with such limits are refused before anything runs, so an accepted limit
     /// is never silently ignored.
     pub(crate) fn check_enforceable(&self, limits: &Limits) -> Result<(), String> {
-        match limits.fuel {
-            Some(fuel) if !self.config.fuel => Err(format!(
-                "a fuel budget of {fuel} was given, but this runtime was built without fuel \
-                 metering; build it with `RuntimeConfig {{ fuel: true, .. }}` whenever any \
-                 limit or registration sets fuel"
-            )),
-            _ => Ok(()),
-        }
+        crate::limits::enforceable(self.config.fuel, limits)
     }
 
     // Components: compile, check, load and register.
@@ -289,45 +278,24 @@ impl Runtime {
         ))
     }
 
-    /// Open a session of the tool `scope` reaches as `name`: one instance kept for any number
-    /// of calls ([`crate::ToolSession`]), under the tool's limits. An unknown name, a full
-    /// runtime ([`crate::session::session_cap`] open) or a tool that fails to instantiate is an
-    /// error naming it.
-    pub async fn open_session(
-        &self,
-        scope: &Scope,
-        name: &str,
-    ) -> anyhow::Result<crate::ToolSession> {
-        let Some(reg) = scope.tool(&self.registries, name) else {
-            anyhow::bail!(
-                "no tool named `{name}` is registered (registered: {})",
-                names_or_none(&scope.tool_names(&self.registries))
-            );
+    /// Open an instance kept across calls for `scope`, taking one of the host's session
+    /// places ([`crate::session::session_cap`]): a [`crate::ToolSession`] of the tool `scope`
+    /// reaches by the name given (under the tool's limits), or a [`crate::EnvSession`], an
+    /// episode of the environment in the [`crate::EnvTarget`] given (its `tools` those `scope`
+    /// reaches). An unknown name, a full host or an instance that fails to start is an error
+    /// naming it.
+    pub async fn open_session<'a, S: Opens>(
+        &'a self,
+        scope: &'a Scope,
+        target: S::Target<'a>,
+    ) -> anyhow::Result<S> {
+        let cx = OpenCx {
+            services: &self.services,
+            registries: &self.registries,
+            scope,
+            fuel: self.config.fuel,
         };
-        let limits = match scope.caps().limits.is_empty() {
-            true => reg.policy.limits.clone(),
-            false => Arc::new(reg.policy.limits.capped(&scope.caps().limits)),
-        };
-        if let Err(message) = self.check_enforceable(&limits) {
-            anyhow::bail!("tool `{name}`: {message}");
-        }
-        let Ok(permit) = self.sessions.clone().try_acquire_owned() else {
-            anyhow::bail!(
-                "{} tool sessions are open in this runtime, the most it holds (a sixteenth of `max_instances`, {}); close one first",
-                crate::session::session_cap(self.config.max_instances),
-                self.config.max_instances
-            );
-        };
-        crate::ToolSession::open(
-            name,
-            &reg.component,
-            limits,
-            reg.fuel_metering,
-            self.services.clone(),
-            permit,
-        )
-        .await
-        .map_err(|f| anyhow::anyhow!("opening a session of tool `{name}` failed: {f}"))
+        S::open(cx, target).await
     }
 
     // Episodes, scores and tool calls of a caller.
@@ -529,7 +497,7 @@ fn described(
     let ty = component.component_type();
     let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-    let world = [WorldKind::Workflow, WorldKind::Reward, WorldKind::Tool]
+    let world = WorldKind::ALL
         .into_iter()
         .find(|w| exports.iter().any(|e| e == w.export_name()));
     let info = ComponentInfo {

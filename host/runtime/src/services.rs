@@ -30,7 +30,15 @@ pub struct Services {
     device: rollbox_tensor::Device,
     /// The memory budget every episode, reward and tool call here reserves from.
     host_memory: Arc<HostMemory>,
+    /// Tool sessions open at once, embedders' and guests' together
+    /// ([`crate::session::session_cap`] of the runtime's pool).
+    sessions: Arc<tokio::sync::Semaphore>,
+    session_cap: usize,
 }
+
+/// Tool sessions open at once until a runtime sets its own cap from its pool
+/// (`session::session_cap` of the default 1,000 instance slots).
+const DEFAULT_SESSION_CAP: usize = 62;
 
 /// Slots of the untrusted-call pool that only reward calls may take: a flood of slow tool
 /// calls (one episode's `call-many`, or many agents at once) cannot starve every episode's
@@ -78,7 +86,26 @@ impl Services {
             nested_pool: Slots::new(cores),
             device: rollbox_tensor::default_device(),
             host_memory: host_memory().clone(),
+            sessions: Arc::new(tokio::sync::Semaphore::new(DEFAULT_SESSION_CAP)),
+            session_cap: DEFAULT_SESSION_CAP,
         }
+    }
+
+    /// Hold at most `cap` tool sessions open at once (the runtime sets it from its pool).
+    pub(crate) fn with_session_cap(mut self, cap: usize) -> Self {
+        self.sessions = Arc::new(tokio::sync::Semaphore::new(cap));
+        self.session_cap = cap;
+        self
+    }
+
+    /// A place for one more open tool session, or `None` when the host holds its cap.
+    pub(crate) fn session_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.sessions.clone().try_acquire_owned().ok()
+    }
+
+    /// Tool sessions this host holds open at once at most.
+    pub(crate) fn session_cap(&self) -> usize {
+        self.session_cap
     }
 
     /// Reserve every episode's, reward's and tool call's memory from `budget` (a host's own

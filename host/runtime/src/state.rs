@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{Resource, ResourceTable};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::bindings::tools::{ToolCall, ToolResult};
+use crate::bindings::tools::{Session, ToolCall, ToolResult};
 use crate::bindings::types::Error;
 use crate::budget::{HostMemory, LINEAR_MEMORY_ALLOWANCE, Reservation};
 use crate::fault::{HostMemoryExhausted, LimitTrap, MemoryLimitExceeded};
@@ -101,6 +101,7 @@ impl<C: Sandboxed> StoreState<C> {
                 host_cpu: std::time::Duration::ZERO,
                 host_fuel_debt: 0,
                 nested: None,
+                sessions: Default::default(),
             }),
         }
     }
@@ -129,6 +130,8 @@ pub(crate) struct CallCtx {
     /// The registered tools a reward call may call (`tools` in the reward world); `None` for
     /// tool calls and episodes (an episode reaches them through its own services).
     pub(crate) nested: Option<Arc<dyn RewardTools>>,
+    /// The tool sessions the guest holds open (`tools.session`), closed with the store.
+    pub(crate) sessions: OpenSessions,
 }
 
 /// A boxed future of a host call.
@@ -148,6 +151,68 @@ pub(crate) trait RewardTools: Send + Sync {
     fn names(&self) -> Vec<String>;
     /// `schemas`: their OpenAI schemas.
     fn schemas(&self) -> HostFuture<'_, Result<serde_json::Value, Error>>;
+    /// `session.open`: a session of one tool by name.
+    fn open_session(&self, name: String) -> HostFuture<'_, Result<Arc<dyn GuestSession>, Error>>;
+}
+
+/// Sessions one guest call (an episode, a reward call) holds open at once.
+pub const MAX_SESSIONS_PER_CALL: usize = 8;
+
+/// A tool session a guest holds (`tools.session`): a trait, so that the sandbox core names no
+/// session type; `session.rs` implements it.
+pub(crate) trait GuestSession: Send + Sync {
+    /// `session.call`.
+    fn call(&self, args: String) -> HostFuture<'_, Result<ToolResult, Error>>;
+}
+
+/// The sessions a guest call holds (the `session` handles it was given): at most
+/// [`MAX_SESSIONS_PER_CALL`], all closed when the call's store is dropped.
+#[derive(Default)]
+pub(crate) struct OpenSessions {
+    slots: Vec<Option<Arc<dyn GuestSession>>>,
+}
+
+impl OpenSessions {
+    /// Keep `session`, giving the guest its handle; `limit-exceeded` when the call holds
+    /// [`MAX_SESSIONS_PER_CALL`] already (the session is closed).
+    pub(crate) fn insert(
+        &mut self,
+        session: Arc<dyn GuestSession>,
+    ) -> Result<Resource<Session>, Error> {
+        let free = self.slots.iter().position(Option::is_none);
+        let index = match free {
+            Some(i) => i,
+            None if self.slots.len() < MAX_SESSIONS_PER_CALL => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+            None => {
+                return Err(Error::LimitExceeded(format!(
+                    "this call holds {MAX_SESSIONS_PER_CALL} open tool sessions, the most one call may; drop one first"
+                )));
+            }
+        };
+        self.slots[index] = Some(session);
+        Ok(Resource::new_own(index as u32))
+    }
+
+    /// The session behind a handle the guest holds.
+    pub(crate) fn get(
+        &self,
+        handle: &Resource<Session>,
+    ) -> wasmtime::Result<Arc<dyn GuestSession>> {
+        self.slots
+            .get(handle.rep() as usize)
+            .and_then(Option::clone)
+            .ok_or_else(|| wasmtime::Error::msg("no such session handle"))
+    }
+
+    /// Close the session behind a dropped handle.
+    pub(crate) fn remove(&mut self, handle: Resource<Session>) {
+        if let Some(slot) = self.slots.get_mut(handle.rep() as usize) {
+            *slot = None;
+        }
+    }
 }
 
 impl CallCtx {

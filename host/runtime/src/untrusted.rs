@@ -593,7 +593,7 @@ impl<T> Called<T> {
     }
 
     /// The cost as the guest sees it (`accounting`).
-    fn accounting(&self) -> Accounting {
+    pub(crate) fn accounting(&self) -> Accounting {
         Accounting {
             wall_us: self.wall.as_micros() as u64,
             fuel: self.fuel_consumed,

@@ -6,7 +6,7 @@ use std::fmt;
 /// The WIT package every rollbox interface and world belongs to (`wit/worlds.wit`).
 pub const WIT_PACKAGE: &str = "rollbox:workflow";
 /// Its version.
-pub const WIT_VERSION: &str = "0.1.1";
+pub const WIT_VERSION: &str = "0.1.2";
 
 /// The rollbox worlds a component can target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -18,19 +18,30 @@ pub enum WorldKind {
     Reward,
     /// Exports `call`; imports `log` only.
     Tool,
+    /// Exports `reset` and `step`; imports `log` and `tools`.
+    Environment,
 }
 
 impl WorldKind {
+    /// Every world, in the order a component's exports are matched against them.
+    pub const ALL: [WorldKind; 4] = [
+        WorldKind::Workflow,
+        WorldKind::Reward,
+        WorldKind::Tool,
+        WorldKind::Environment,
+    ];
+
     /// The export that identifies the world.
     pub fn export_name(self) -> &'static str {
         match self {
             WorldKind::Workflow => "run-episode",
             WorldKind::Reward => "score",
             WorldKind::Tool => "call",
+            WorldKind::Environment => "step",
         }
     }
 
-    /// The world's WIT name, e.g. `rollbox:workflow/reward@0.1.1`.
+    /// The world's WIT name, e.g. `rollbox:workflow/reward@0.1.2`.
     pub fn qualified_name(self) -> String {
         format!("{WIT_PACKAGE}/{self}@{WIT_VERSION}")
     }
@@ -41,6 +52,7 @@ impl WorldKind {
             WorldKind::Workflow => "load it as the workflow",
             WorldKind::Reward => "register it as a reward",
             WorldKind::Tool => "register it as a tool",
+            WorldKind::Environment => "open it as an environment",
         }
     }
 
@@ -60,6 +72,7 @@ impl WorldKind {
             ],
             WorldKind::Reward => &["types", "log", "tools"],
             WorldKind::Tool => &["types", "log"],
+            WorldKind::Environment => &["types", "log", "tools", "steps"],
         }
     }
 }
@@ -70,6 +83,7 @@ impl fmt::Display for WorldKind {
             WorldKind::Workflow => "workflow",
             WorldKind::Reward => "reward",
             WorldKind::Tool => "tool",
+            WorldKind::Environment => "environment",
         })
     }
 }
@@ -88,7 +102,7 @@ mod tests {
             "{}",
             wit.lines().next().unwrap_or_default()
         );
-        for kind in [WorldKind::Workflow, WorldKind::Reward, WorldKind::Tool] {
+        for kind in WorldKind::ALL {
             let start = wit
                 .find(&format!("world {kind} {{"))
                 .unwrap_or_else(|| panic!("wit/worlds.wit has no world {kind}"));
@@ -98,11 +112,12 @@ mod tests {
                 .filter_map(|l| l.trim().strip_prefix("import "))
                 .map(|l| l.trim_end_matches(';').trim())
                 .collect();
-            // `types` and `episode` come in through the exported function's types.
-            for used in ["types", "episode"] {
-                if kind == WorldKind::Workflow || used == "types" {
-                    imports.push(used);
-                }
+            // `types`, and `episode` and `steps`, come in through the exported functions' types.
+            imports.push("types");
+            match kind {
+                WorldKind::Workflow => imports.push("episode"),
+                WorldKind::Environment => imports.push("steps"),
+                _ => {}
             }
             imports.sort_unstable();
             imports.dedup();

@@ -10,8 +10,9 @@ use rollbox_engines::InferenceBackend;
 use rollbox_rollout::{Rollout, RolloutOptions};
 use rollbox_runtime::component::{ComponentInfo, ComponentSource};
 use rollbox_runtime::{
-    CallPolicy, Called, EpisodeReport, EpisodeRequest, HostMemory, Limits, RewardCall,
-    RewardComponent, Runtime, RuntimeConfig, Scope, Services, ToolComponent, WorkflowComponent,
+    CallPolicy, Called, EnvSession, EnvironmentComponent, EpisodeReport, EpisodeRequest,
+    HostMemory, Limits, RewardCall, RewardComponent, Runtime, RuntimeConfig, Scope, Services,
+    ToolComponent, WorkflowComponent,
 };
 use rollbox_tokenizer::HostTokenizer;
 
@@ -67,6 +68,8 @@ pub struct Host {
 pub struct Components {
     runtime: Arc<Runtime>,
     provenance: BTreeMap<String, String>,
+    /// The environments by name, each with the limits its episodes run under.
+    environments: BTreeMap<String, (Arc<EnvironmentComponent>, Arc<Limits>)>,
 }
 
 impl Components {
@@ -84,7 +87,38 @@ impl Components {
     /// Open a session of the tool registered as `name`: one instance kept for any number of
     /// calls (see [`Runtime::open_session`]).
     pub async fn open_session(&self, name: &str) -> anyhow::Result<rollbox_runtime::ToolSession> {
-        self.runtime.open_session(&Scope::default(), name).await
+        self.runtime
+            .open_session::<rollbox_runtime::ToolSession>(&Scope::default(), name)
+            .await
+    }
+
+    /// Open an episode of the environment named `name`: one instance for its `reset` and
+    /// `step`s (see [`Runtime::open_session`]), its `tools` the registered ones.
+    pub async fn open_environment(&self, name: &str) -> anyhow::Result<EnvSession> {
+        let Some((env, limits)) = self.environments.get(name) else {
+            let names: Vec<&str> = self.environments.keys().map(String::as_str).collect();
+            anyhow::bail!(
+                "no environment named `{name}` (environments: {})",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            );
+        };
+        let target = rollbox_runtime::EnvTarget {
+            name,
+            component: env,
+            limits: limits.clone(),
+        };
+        self.runtime
+            .open_session::<EnvSession>(&Scope::default(), target)
+            .await
+    }
+
+    /// The environments' names.
+    pub fn environment_names(&self) -> Vec<String> {
+        self.environments.keys().cloned().collect()
     }
 
     /// The registered tools' OpenAI schemas, each from the tool's own `describe`, in name
@@ -239,9 +273,23 @@ impl HostSpec {
             .with_context(registering)?;
             provenance.insert(format!("component_sha256.{name}"), info.sha256);
         }
+        let mut environments = BTreeMap::new();
+        for (name, c) in &self.environments {
+            let what = || format!("loading environment `{name}` ({})", c.path.display());
+            let policy = c.policy(CallPolicy::tool()).with_context(what)?;
+            let env = runtime
+                .load::<EnvironmentComponent>(&source("environment", c)?)
+                .with_context(what)?;
+            provenance.insert(
+                format!("component_sha256.{name}"),
+                env.info().sha256.clone(),
+            );
+            environments.insert(name.clone(), (Arc::new(env), policy.limits));
+        }
         Ok(Components {
             runtime,
             provenance,
+            environments,
         })
     }
 

@@ -42,6 +42,10 @@ pub struct HostSpec {
     /// Tool components by name.
     #[serde(default)]
     pub tools: BTreeMap<String, ComponentSpec>,
+    /// Environment components by name (the `environment` world), each opened per episode
+    /// (`Components::open_environment`) under its limits (a tool's defaults).
+    #[serde(default)]
+    pub environments: BTreeMap<String, ComponentSpec>,
     /// The tokenizer of the `tokenizer` interface: a `.gguf`, a `tokenizer.json`, or a folder
     /// with one. Default: the engine's own (the embedded model's).
     #[serde(default)]
@@ -78,6 +82,7 @@ impl HostSpec {
             workflows: BTreeMap::new(),
             rewards: BTreeMap::new(),
             tools: BTreeMap::new(),
+            environments: BTreeMap::new(),
             tokenizer: None,
             engine: None,
             record: None,
@@ -96,6 +101,7 @@ impl HostSpec {
                 .rewards
                 .values()
                 .chain(self.tools.values())
+                .chain(self.environments.values())
                 .any(|c| c.limits.sets_fuel())
     }
 }

@@ -44,7 +44,7 @@ impl BuildInfo {
     }
 }
 
-/// `0.1.0 (commit 0123456789ab, WIT rollbox:workflow@0.1.1, wasmtime 48.0.8 with patches 0001
+/// `0.1.0 (commit 0123456789ab, WIT rollbox:workflow@0.1.2, wasmtime 48.0.8 with patches 0001
 /// 0002)`: what `--version` prints after the program's name.
 impl fmt::Display for BuildInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -50,3 +50,64 @@ def test_steps_from_worker_threads():
     with ThreadPoolExecutor(8) as pool:
         outs = list(pool.map(lambda p: p[1].step(f"#### {p[0] if p[0] % 2 else -1}"), enumerate(envs)))
     assert [o["reward"] for o in outs] == [float(i % 2) for i in range(32)]
+
+
+PYTHON_EXEC = ROOT / "target/wasm-guests/python/python_exec_tool.wasm"
+
+
+def test_the_python_tool_group_answers_as_skyrl_gyms_and_keeps_state():
+    """rollbox's PythonToolGroup beside skyrl-gym's own PythonCodeExecutorToolGroup (`python -c`
+    in a subprocess): the same text for a snippet that prints and for a timeout; an error in
+    the same form (rollbox gives the exception's line, skyrl-gym the whole traceback); and
+    state kept across calls, where skyrl-gym's subprocess forgets it."""
+    from skyrl_gym.tools import PythonCodeExecutorToolGroup
+
+    assert PYTHON_EXEC.exists(), f"{PYTHON_EXEC} is built by `cargo test --workspace`"
+    ours = rollbox.skyrl.PythonToolGroup(timeout=2.0, component=str(PYTHON_EXEC))
+    theirs = PythonCodeExecutorToolGroup(timeout=2.0)
+    assert ours.get_name() == theirs.get_name() and ours.get_tool_names() == ["python"]
+    for code in ["print(6 * 7)", "x = 5\nprint(x ** 2)\n", "import math\nprint(math.factorial(10))"]:
+        assert ours.execute_tool("python", code) == theirs.execute_tool("python", code), code
+    err_ours = ours.execute_tool("python", "1 / 0")
+    err_theirs = theirs.execute_tool("python", "1 / 0")
+    assert err_ours == "Error executing Python code: ZeroDivisionError: division by zero"
+    assert err_theirs.startswith("Error executing Python code: Traceback")
+    assert err_theirs.endswith("ZeroDivisionError: division by zero")
+    loop = "while True: pass"
+    assert ours.execute_tool("python", loop) == theirs.execute_tool("python", loop)
+    # State: what one call defines is there in the next (after the timeout, a new session).
+    assert ours.execute_tool("python", "y = 41") == ""
+    assert ours.execute_tool("python", "y += 1\nprint(y)") == "42"
+    assert theirs.execute_tool("python", "print(y)").endswith("NameError: name 'y' is not defined")
+    # No files, network or processes.
+    text = ours.execute_tool("python", "import subprocess\nsubprocess.run(['ls'])")
+    assert text.startswith("Error executing Python code: "), text
+    ours.close()
+
+
+def test_a_code_interpreter_episode_through_skyrl_gyms_registry():
+    env = skyrl_gym.make(
+        "rollbox-code",
+        env_config={"reward": "math", "python_exec": str(PYTHON_EXEC), "timeout": 2},
+        extras={"reward_spec": {"ground_truth": "43"}, "max_turns": 5},
+    )
+    env.init([{"role": "user", "content": "What is 6 * 7 + 1?"}])
+    out = env.step("<tool><python>x = 6 * 7\nprint(x)</python></tool>")
+    assert out["observations"] == [{"role": "user", "content": "42"}] and not out["done"], out
+    out = env.step("<tool><python>print(x + 1)</python></tool>")
+    assert out["observations"][0]["content"] == "43", out
+    out = env.step("No tool here.")
+    assert "No <tool><python>" in out["observations"][0]["content"], out
+    out = env.step("<solution>The answer is \\boxed{43}.</solution>")
+    assert out["done"] and out["reward"] == 1.0 and out["metadata"]["fault"] is None, out
+    # The next episode's interpreter starts empty, and a wrong answer scores 0.
+    env = skyrl_gym.make(
+        "rollbox-code",
+        env_config={"python_exec": str(PYTHON_EXEC)},
+        extras={"reward_spec": {"ground_truth": "43"}, "max_turns": 2},
+    )
+    out = env.step("<tool><python>print(x)</python></tool>")
+    assert "NameError" in out["observations"][0]["content"], out
+    out = env.step("I give up: \\boxed{7}")
+    assert out["done"] and out["reward"] == 0.0, out
+    env.close()

@@ -7,7 +7,7 @@
 // it has one). Both are read as numbers (thousands separators, `a/b`, `\frac{a}{b}`) and
 // compared to 6 significant digits; 1.0 when they agree, else 0.0.
 
-import { log } from 'rollbox:workflow/log@0.1.1';
+import { log } from 'rollbox:workflow/log@0.1.2';
 
 const NUMBER = /-?\d[\d,]*(?:\.\d+)?(?:\/\d+)?/g;
 const FRAC = /\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}/g;

@@ -47,6 +47,9 @@ pub struct Config {
     pub max_parallel_calls: u32,
     /// Characters of one tool output kept (middle truncation with a marker).
     pub max_tool_output_chars: usize,
+    /// Tools whose calls of the episode run in one session (one instance kept for the
+    /// episode: python-exec's variables persist from one call to the next).
+    pub sessions: Vec<String>,
 }
 
 fn uint(cfg: &Value, key: &str, default: u64, min: u64) -> Result<u64, String> {
@@ -71,22 +74,28 @@ fn string(cfg: &Value, key: &str, default: &str) -> Result<String, String> {
     }
 }
 
+/// A list of tool names under `key`, `None` when absent.
+fn names(cfg: &Value, key: &str) -> Result<Option<Vec<String>>, String> {
+    match &cfg[key] {
+        Value::Null => Ok(None),
+        Value::Array(a) => a
+            .iter()
+            .map(|v| {
+                v.as_str().map(str::to_string).ok_or_else(|| {
+                    format!("config `{key}` must list tool names (strings), got {v}")
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        v => Err(format!("config `{key}` must be a list of names, got {v}")),
+    }
+}
+
 impl Config {
     /// Read the config object; defaults as documented in the README.
     pub fn from_json(cfg: &Value) -> Result<Config, String> {
-        let tools = match &cfg["tools"] {
-            Value::Null => None,
-            Value::Array(a) => Some(
-                a.iter()
-                    .map(|v| {
-                        v.as_str().map(str::to_string).ok_or_else(|| {
-                            format!("config `tools` must list tool names (strings), got {v}")
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
-            v => return Err(format!("config `tools` must be a list of names, got {v}")),
-        };
+        let tools = names(cfg, "tools")?;
+        let sessions = names(cfg, "sessions")?.unwrap_or_default();
         let parser = match &cfg["parser"] {
             Value::Null => Parser::Hermes,
             Value::String(s) if s == "hermes" => Parser::Hermes,
@@ -124,6 +133,7 @@ impl Config {
             max_invalid_calls: small("max_invalid_calls", 3)?,
             max_parallel_calls: small("max_parallel_calls", 1)?,
             max_tool_output_chars: uint(cfg, "max_tool_output_chars", 1024, 16)? as usize,
+            sessions,
         };
         if config.max_turns == 0 {
             return Err("config `max_turns` must be at least 1".into());

@@ -169,6 +169,8 @@ struct Run {
     tool_us: u64,
     end: &'static str,
     truncated: bool,
+    /// The episode's open sessions, by tool (config `sessions`).
+    sessions: std::collections::HashMap<String, tools::Session>,
 }
 
 impl Run {
@@ -282,7 +284,13 @@ impl Run {
             let calls: Vec<ToolCall> = pending.iter().map(|(_, c)| c.clone()).collect();
             // Wall time waiting on the tools (the turn's calls run concurrently: counted once).
             let start = std::time::Instant::now();
-            let results = tools::call_many(&calls);
+            let results = if calls.iter().any(|c| self.cfg.sessions.contains(&c.name)) {
+                // A tool with a session: the turn's calls in order, each session's in its
+                // instance.
+                calls.iter().map(|c| self.call(c)).collect()
+            } else {
+                tools::call_many(&calls)
+            };
             self.tool_us += start.elapsed().as_micros() as u64;
             for ((index, _), result) in pending.iter().zip(results) {
                 observed[*index].1 = Some(match result {
@@ -358,6 +366,27 @@ impl Run {
             self.context(&context);
             self.conversation.extend(messages);
         }
+    }
+
+    /// One call: in the episode's session of its tool when the config names the tool in
+    /// `sessions` (opened on first use; a call that faults ends it, and the next call opens
+    /// another), else in a fresh instance.
+    fn call(&mut self, c: &ToolCall) -> Result<tools::ToolResult, HostError> {
+        if !self.cfg.sessions.contains(&c.name) {
+            return tools::call(&c.name, &c.args);
+        }
+        let session = match self.sessions.remove(&c.name) {
+            Some(s) => s,
+            None => tools::Session::open(&c.name)?,
+        };
+        let result = session.call(&c.args);
+        if !matches!(
+            result,
+            Err(HostError::Timeout(_) | HostError::Trapped(_) | HostError::LimitExceeded(_))
+        ) {
+            self.sessions.insert(c.name.clone(), session);
+        }
+        result
     }
 
     /// AReaL TIR: generate until `start`, then until `end`; run the block; append the output
@@ -491,6 +520,7 @@ impl Workflow for ToolAgent {
             tool_us: 0,
             end: "answer",
             truncated: false,
+            sessions: Default::default(),
             cfg,
         };
         run.context(&prompt_ids);

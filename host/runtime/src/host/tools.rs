@@ -11,13 +11,16 @@
 
 use std::sync::Arc;
 
-use crate::bindings::tools::{self, ToolCall, ToolResult};
+use wasmtime::component::Resource;
+
+use crate::bindings::tools::{self, Session, ToolCall, ToolResult};
 use crate::bindings::types::Error;
 use crate::registry::Registries;
 use crate::scope::Scope;
 use crate::services::{Services, tool_calls_per_episode};
+use crate::session::ToolSession;
 use crate::slots::Slots;
-use crate::state::{CallCtx, HostFuture, RewardTools};
+use crate::state::{CallCtx, GuestSession, HostFuture, RewardTools};
 use crate::untrusted::{call_with_retries, tool_schema, unknown};
 use crate::views::CallsView;
 
@@ -82,6 +85,14 @@ impl RewardTools for NestedTools {
 
     fn schemas(&self) -> HostFuture<'_, Result<serde_json::Value, Error>> {
         Box::pin(schemas(&self.services, &self.registries, &self.scope))
+    }
+
+    fn open_session(&self, name: String) -> HostFuture<'_, Result<Arc<dyn GuestSession>, Error>> {
+        Box::pin(async move {
+            let s = ToolSession::open(&self.services, &self.registries, &self.scope, &name, true)
+                .await?;
+            Ok(Arc::new(s) as Arc<dyn GuestSession>)
+        })
     }
 }
 
@@ -266,5 +277,55 @@ impl tools::Host for CallCtx {
             return Ok(Ok("[]".into()));
         };
         Ok(n.schemas().await.map(|s| s.to_string()))
+    }
+}
+
+/// An episode's `session`: a session of a tool its scope reaches, its calls drawing on the
+/// tools' share of the pool.
+impl tools::HostSession for CallsView<'_> {
+    async fn open(&mut self, name: String) -> wasmtime::Result<Result<Resource<Session>, Error>> {
+        let (services, scope) = (self.services.clone(), self.calls.scope.clone());
+        let registries = self.calls.registries.clone();
+        let opened = ToolSession::open(&services, &registries, &scope, &name, false).await;
+        Ok(opened.and_then(|s| self.call.sessions.insert(Arc::new(s))))
+    }
+
+    async fn call(
+        &mut self,
+        session: Resource<Session>,
+        args: String,
+    ) -> wasmtime::Result<Result<ToolResult, Error>> {
+        let session = self.call.sessions.get(&session)?;
+        Ok(session.call(args).await)
+    }
+
+    async fn drop(&mut self, session: Resource<Session>) -> wasmtime::Result<()> {
+        self.call.sessions.remove(session);
+        Ok(())
+    }
+}
+
+/// A reward's `session`: its calls draw on the pool of tool calls made by rewards.
+impl tools::HostSession for CallCtx {
+    async fn open(&mut self, name: String) -> wasmtime::Result<Result<Resource<Session>, Error>> {
+        let Some(n) = self.nested.clone() else {
+            return Ok(Err(no_tools()));
+        };
+        let opened = n.open_session(name).await;
+        Ok(opened.and_then(|s| self.sessions.insert(s)))
+    }
+
+    async fn call(
+        &mut self,
+        session: Resource<Session>,
+        args: String,
+    ) -> wasmtime::Result<Result<ToolResult, Error>> {
+        let session = self.sessions.get(&session)?;
+        Ok(session.call(args).await)
+    }
+
+    async fn drop(&mut self, session: Resource<Session>) -> wasmtime::Result<()> {
+        self.sessions.remove(session);
+        Ok(())
     }
 }

@@ -27,8 +27,9 @@ async fn the_gate_takes_tenants_in_turn() {
     tokio::task::yield_now().await;
     gone.abort();
     let _ = gone.await;
-    // `a`'s first call held its place for a while: it has used the most time.
-    std::thread::sleep(std::time::Duration::from_millis(5));
+    // `a`'s first call held its place for an hour: it has used the most time (however long
+    // a loaded machine keeps `b`'s and `c`'s calls).
+    gate.charge(&name("a"), std::time::Duration::from_secs(3600));
     drop(held);
     for t in tasks {
         t.await.expect("task");
@@ -48,12 +49,15 @@ async fn the_gate_takes_tenants_in_turn() {
 async fn the_gate_shares_time_not_calls() {
     let (slow, quick) = (Arc::<str>::from("slow"), Arc::<str>::from("quick"));
     let gate = FairGate::new(1);
-    // `slow` has used 50 ms of the place, `quick` nothing: when both wait, every one of
-    // `quick`'s calls goes first.
+    // A pass counts the time it is held (at least the 50 ms slept: load only adds).
     {
         let _p = gate.enter(&slow, usize::MAX).await;
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    assert!(gate.used(&slow) >= std::time::Duration::from_millis(50));
+    // `slow` has used an hour of the place, `quick` nothing: when both wait, every one of
+    // `quick`'s calls goes first (however long a loaded machine keeps each).
+    gate.charge(&slow, std::time::Duration::from_secs(3600));
     let held = gate.enter(&slow, usize::MAX).await;
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();

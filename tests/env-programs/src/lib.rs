@@ -1,0 +1,1 @@
+//! Environment guest programs for the integration tests, built without the other worlds.
