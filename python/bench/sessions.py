@@ -11,6 +11,10 @@ RL runs model code today, in the same run, each measurement interleaved over `--
   runner (a FastAPI app under uvicorn, a process per call, as rStar2-Agent's code-judge) called
   over HTTP by `--concurrency` clients at once. Neither keeps state between calls.
 
+With `--repo` (the repo environment's `.wasm`): an episode's setup (`reset` with a 5-test
+project) and one `run_tests` step, beside the same tests run by `python -m unittest` in a fresh
+process over the same files written to a temporary folder.
+
 A runtime holds at most a sixteenth of its instance slots in sessions (62 by default), so
 `--sessions` is at most that here.
 
@@ -111,6 +115,49 @@ class Rollbox:
             await s.close()
 
 
+PROJECT = {
+    "shapes.py": (
+        "import math\n\n\ndef area(r):\n    return math.pi * r * r\n\n\n"
+        "def perimeter(r):\n    return 2 * math.pi * r\n\n\ndef square(a):\n    return a * a\n"
+    ),
+    "test_shapes.py": (
+        "import math\nimport unittest\n\nfrom shapes import area, perimeter, square\n\n\n"
+        "class T(unittest.TestCase):\n"
+        "    def test_area(self):\n        self.assertAlmostEqual(area(1), math.pi)\n\n"
+        "    def test_zero(self):\n        self.assertEqual(area(0), 0)\n\n"
+        "    def test_perimeter(self):\n        self.assertAlmostEqual(perimeter(1), 2 * math.pi)\n\n"
+        "    def test_square(self):\n        self.assertEqual(square(3), 9)\n\n"
+        "    def test_negative(self):\n        self.assertEqual(square(-2), 4)\n"
+    ),
+}
+
+
+async def repo_episode(c, setups, runs):
+    row = {"files": PROJECT, "tests": ["test_shapes"], "hidden_files": {},
+           "hidden_tests": ["test_shapes"]}
+    t = time.perf_counter()
+    env = await c.open_environment("repo")
+    r = await env.reset(row)
+    setups.append(time.perf_counter() - t)
+    assert r["fault"] is None, r
+    t = time.perf_counter()
+    r = await env.step('<tool_call>{"name": "run_tests", "arguments": {}}</tool_call>')
+    runs.append(time.perf_counter() - t)
+    assert r["observation"].startswith("5 tests, 0 failures, 0 errors"), r
+    await env.close()
+
+
+def unittest_process(lat):
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in PROJECT.items():
+            Path(d, name).write_text(text)
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "unittest", "-q", "test_shapes"], cwd=d,
+                           capture_output=True, text=True, timeout=60)
+        lat.append(time.perf_counter() - t)
+        assert r.returncode == 0 and "Ran 5 tests" in r.stderr, r.stderr
+
+
 def subprocess_run(code: str) -> str:
     r = subprocess.run(
         [sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=10
@@ -191,8 +238,24 @@ def main():
     ap.add_argument("--sessions", type=int, default=62)
     ap.add_argument("--calls-each", type=int, default=20)
     ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--repo", help="the repo environment's .wasm")
     args = ap.parse_args()
     rb = Rollbox(args.python_exec, "10s")
+    if args.repo:
+        spec = {"path": args.python_exec, "timeout": "10s", "retries": 0, "memory": "256MiB"}
+        c = rollbox.Components(tools={"python": spec}, environments={"repo": args.repo})
+        setups: list[float] = []
+        runs: list[float] = []
+        procs: list[float] = []
+        loop = asyncio.new_event_loop()
+        for _ in range(args.rounds * 10):
+            loop.run_until_complete(repo_episode(c, setups, runs))
+            unittest_process(procs)
+        print(f"repo environment, 5-test project, {args.rounds * 10} episodes: setup (open and "
+              f"reset) {ms(setups)}; run_tests {ms(runs)} (the first run of an episode opens "
+              f"its python-exec session)")
+        print(f"python -m unittest in a fresh process, same files: {ms(procs)}")
+        return
     judge = Judge(workers=os.cpu_count() or 2)
     sub_lat: list[float] = []
     sub_rate: list[float] = []

@@ -166,3 +166,138 @@ async fn a_hostile_environment_is_stopped_and_its_episode_ends() {
         assert!(e.step("go".into()).await.result.is_err(), "{action}");
     }
 }
+
+/// A repo episode: files in memory, the visible tests failing then passing after a fix, the
+/// hidden tests deciding the reward in a fresh session; a program that patches unittest to
+/// pass scores 0, and the hidden tests are never readable.
+#[tokio::test]
+async fn a_repo_episode_is_graded_by_its_hidden_tests() {
+    if !rollbox_tests::built(c::PYTHON_EXEC_TOOL) {
+        return;
+    }
+    let rt = runtime();
+    let python = CallPolicy {
+        limits: limits(5_000),
+        ..CallPolicy::tool()
+    };
+    rt.register::<ToolComponent>("python", Path::new(c::PYTHON_EXEC_TOOL), python)
+        .expect("python-exec registers");
+    let env = rt
+        .load::<EnvironmentComponent>(Path::new(c::ENVIRONMENT_REPO))
+        .expect("the environment loads");
+    let scope = Scope::default();
+    let row = json!({
+        "task": "Fix add().",
+        "files": {
+            "calc.py": "def add(a, b):\n    return a - b\n",
+            "test_calc.py": "import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+        },
+        "tests": ["test_calc"],
+        "hidden_files": {
+            "test_hidden.py": "import unittest\nfrom calc import add\n\nclass H(unittest.TestCase):\n    def test_negative(self):\n        self.assertEqual(add(-1, 1), 0)\n\n    def test_big(self):\n        self.assertEqual(add(10**20, 1), 10**20 + 1)\n",
+        },
+        "hidden_tests": ["test_hidden"],
+    });
+    let call = |name: &str, args: serde_json::Value| {
+        format!(
+            "<tool_call>{}</tool_call>",
+            json!({"name": name, "arguments": args})
+        )
+    };
+    let open = || {
+        let target = EnvTarget {
+            name: "repo",
+            component: &env,
+            limits: limits(20_000),
+        };
+        rt.open_session::<EnvSession>(&scope, target)
+    };
+    let e = open().await.expect("opens");
+    let obs = e.reset(row.to_string()).await.result.expect("reset");
+    assert!(
+        obs.starts_with("Fix add().") && obs.contains("calc.py\ntest_calc.py"),
+        "{obs}"
+    );
+    let step = |a: String| {
+        let e = &e;
+        async move { e.step(a).await.result.expect("a step") }
+    };
+    assert_eq!(
+        step(call("list_files", json!({}))).await.observation,
+        "calc.py\ntest_calc.py"
+    );
+    let hidden = step(call("read_file", json!({"path": "test_hidden.py"}))).await;
+    assert_eq!(hidden.observation, "error: no file `test_hidden.py`");
+    let run = step(call("run_tests", json!({}))).await;
+    assert!(
+        run.observation.starts_with("1 tests, 1 failures, 0 errors"),
+        "{}",
+        run.observation
+    );
+    let fix = "def add(a, b):\n    return a + b\n";
+    step(call(
+        "write_file",
+        json!({"path": "calc.py", "content": fix}),
+    ))
+    .await;
+    let run = step(call("run_tests", json!({}))).await;
+    assert!(
+        run.observation.starts_with("1 tests, 0 failures, 0 errors"),
+        "{}",
+        run.observation
+    );
+    let done = step(call("submit", json!({}))).await;
+    assert_eq!((done.reward, done.done), (1.0, true), "{:?}", done.metadata);
+    assert_eq!(
+        done.metadata["hidden_tests"]["tests"], 2,
+        "{:?}",
+        done.metadata
+    );
+
+    // A program that patches unittest passes the visible run and scores 0.
+    let e = open().await.expect("opens");
+    e.reset(row.to_string()).await.result.expect("reset");
+    let cheat = "import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n\ndef add(a, b):\n    return 0\n";
+    let step = |a: String| {
+        let e = &e;
+        async move { e.step(a).await.result.expect("a step") }
+    };
+    step(call(
+        "write_file",
+        json!({"path": "calc.py", "content": cheat}),
+    ))
+    .await;
+    let run = step(call("run_tests", json!({}))).await;
+    assert!(
+        run.observation.starts_with("1 tests, 0 failures"),
+        "{}",
+        run.observation
+    );
+    let done = step(call("submit", json!({}))).await;
+    assert_eq!(done.reward, 0.0, "{:?}", done.metadata);
+    assert_eq!(
+        done.metadata["hidden_tests"]["tampered"], true,
+        "{:?}",
+        done.metadata
+    );
+    // Bad calls are observations; a path outside the project is refused.
+    let e = open().await.expect("opens");
+    e.reset(row.to_string()).await.result.expect("reset");
+    let out = e
+        .step("<tool_call>{oops</tool_call>".into())
+        .await
+        .result
+        .expect("step");
+    assert!(
+        out.observation
+            .starts_with("error: the tool call is not JSON"),
+        "{}",
+        out.observation
+    );
+    let up = call("write_file", json!({"path": "../x.py", "content": ""}));
+    let out = e.step(up).await.result.expect("step");
+    assert_eq!(
+        out.observation,
+        "error: `../x.py` is not a valid project path"
+    );
+}

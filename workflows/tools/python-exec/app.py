@@ -104,6 +104,7 @@ import timeit  # noqa: F401
 import types  # noqa: F401
 import typing  # noqa: F401
 import unicodedata  # noqa: F401
+import unittest  # noqa: F401 - the repo environment runs a project's tests
 import uuid  # noqa: F401
 import weakref  # noqa: F401
 
