@@ -370,13 +370,17 @@ impl Environment {
                 let d = to_dict(py, &flat, "step", "environment", "step")?;
                 let step = d.get_item("step")?;
                 d.del_item("step")?;
-                let json = py.import("json")?;
+                // The step's fields, read once (None each on a fault).
+                let step = match step {
+                    Some(s) if !s.is_none() => {
+                        Some(py.import("json")?.call_method1("loads", (s,))?)
+                    }
+                    _ => None,
+                };
                 for key in ["observation", "reward", "done", "metadata"] {
                     let value = match &step {
-                        Some(s) if !s.is_none() => {
-                            json.call_method1("loads", (s,))?.get_item(key)?
-                        }
-                        _ => py.None().into_bound(py),
+                        Some(s) => s.get_item(key)?,
+                        None => py.None().into_bound(py),
                     };
                     d.set_item(key, value)?;
                 }

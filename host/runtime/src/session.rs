@@ -86,8 +86,10 @@ pub struct Step {
 
 /// What both kinds of session share: one store kept across calls, its limits and its ending.
 struct Core<E> {
-    /// `tool `NAME`` or `environment `NAME``, for messages.
-    what: String,
+    /// `tool` or `environment`, for messages.
+    kind: &'static str,
+    /// The registered tool's name (what its `call` is given), or the environment's.
+    name: String,
     services: Arc<Services>,
     fuel_metering: bool,
     /// Opened by a reward: its calls take the pool of tool calls made by rewards.
@@ -113,7 +115,7 @@ enum State<E> {
 impl std::fmt::Debug for ToolSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolSession")
-            .field("what", &self.core.what)
+            .field("name", &self.core.name)
             .finish_non_exhaustive()
     }
 }
@@ -121,7 +123,7 @@ impl std::fmt::Debug for ToolSession {
 impl std::fmt::Debug for EnvSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EnvSession")
-            .field("what", &self.core.what)
+            .field("name", &self.core.name)
             .finish_non_exhaustive()
     }
 }
@@ -207,7 +209,8 @@ impl ToolSession {
         .map_err(|f| session_error(&what, &f))?;
         Ok(ToolSession {
             core: Core::new(
-                what,
+                "tool",
+                name,
                 services,
                 reg.fuel_metering,
                 by_reward,
@@ -220,13 +223,13 @@ impl ToolSession {
 
     /// The registered name of the session's tool.
     pub fn name(&self) -> &str {
-        self.core.tool_name()
+        &self.core.name
     }
 
     /// Call the session's instance with `args` (the tool's JSON arguments). Calls on one
     /// session run one at a time, in the order they are made.
     pub async fn call(&self, args: String) -> Called<String> {
-        let name = self.core.tool_name().to_string();
+        let name = self.core.name.clone();
         self.core
             .run(move |store, func: Arc<Func>| {
                 Box::pin(async move {
@@ -244,7 +247,7 @@ impl ToolSession {
         let accounting = called.accounting();
         match called.result {
             Ok(output) => Ok(ToolResult { output, accounting }),
-            Err(f) => Err(session_error(&self.core.what, &f)),
+            Err(f) => Err(session_error(&self.core.what(), &f)),
         }
     }
 
@@ -284,7 +287,16 @@ impl EnvSession {
         .await
         .map_err(|f| session_error(&what, &f))?;
         Ok(EnvSession {
-            core: Core::new(what, services, fuel_metering, false, store, exports, permit),
+            core: Core::new(
+                "environment",
+                name,
+                services,
+                fuel_metering,
+                false,
+                store,
+                exports,
+                permit,
+            ),
         })
     }
 
@@ -360,8 +372,10 @@ impl EnvSession {
 }
 
 impl<E: Send + Sync + 'static> Core<E> {
+    #[allow(clippy::too_many_arguments, reason = "one constructor for both kinds")]
     fn new(
-        what: String,
+        kind: &'static str,
+        name: &str,
         services: &Arc<Services>,
         fuel_metering: bool,
         by_reward: bool,
@@ -370,7 +384,8 @@ impl<E: Send + Sync + 'static> Core<E> {
         permit: OwnedSemaphorePermit,
     ) -> Self {
         Core {
-            what,
+            kind,
+            name: name.to_string(),
             services: services.clone(),
             fuel_metering,
             by_reward,
@@ -384,12 +399,9 @@ impl<E: Send + Sync + 'static> Core<E> {
         }
     }
 
-    /// The tool's registered name, as its `call` takes it.
-    fn tool_name(&self) -> &str {
-        self.what
-            .strip_prefix("tool `")
-            .and_then(|s| s.strip_suffix('`'))
-            .unwrap_or(&self.what)
+    /// `tool `NAME`` or `environment `NAME``, for messages.
+    fn what(&self) -> String {
+        format!("{} `{}`", self.kind, self.name)
     }
 
     /// Run one call of the session's instance under the per-call deadline, taking a pool slot
@@ -409,7 +421,7 @@ impl<E: Send + Sync + 'static> Core<E> {
         let cancelled = GuestFault::LimitExceeded {
             message: format!(
                 "a call of the session of {} was cancelled while it ran; open a new session",
-                self.what
+                self.what()
             ),
             setting: None,
         };
@@ -430,7 +442,7 @@ impl<E: Send + Sync + 'static> Core<E> {
             let fault = GuestFault::LimitExceeded {
                 message: format!(
                     "the session of {} took its {MAX_SESSION_CALLS} calls; open a new session",
-                    self.what
+                    self.what()
                 ),
                 setting: None,
             };
@@ -441,7 +453,7 @@ impl<E: Send + Sync + 'static> Core<E> {
             let fault = GuestFault::LimitExceeded {
                 message: format!(
                     "the session of {} is over its {} s lifetime; open a new session",
-                    self.what,
+                    self.what(),
                     MAX_SESSION_LIFETIME.as_secs()
                 ),
                 setting: None,
@@ -503,7 +515,7 @@ impl<E: Send + Sync + 'static> Core<E> {
         self.end(GuestFault::LimitExceeded {
             message: format!(
                 "the session of {} was closed; open a new session",
-                self.what
+                self.what()
             ),
             setting: None,
         })
